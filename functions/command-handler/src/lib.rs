@@ -1,0 +1,346 @@
+//! The command handler: `POST /commands` and `PATCH /commands`.
+//!
+//! A request goes through these steps, each of which may refuse it before anything is written:
+//! route and method, the caller (JWT claims, or local headers with `CALLER_MODE=local`), the body
+//! ([`input`]), the tenant rules, the idempotency key; then [`publish`] writes one new version with
+//! one conditional put. The answer is `202` with `id, pk, sk, version` of the stored command, or an
+//! RFC 9457 problem document.
+//!
+//! Version rules: `0` creates (409 if the item exists); `N` writes `N+1` (404 if version `N` does
+//! not exist, 409 if `N+1` already does); `-1` writes after the latest, re-reading and retrying up
+//! to [`publish::LATEST_RETRIES`] times when it loses a race.
+//!
+//! `Idempotency-Key`: the first request with a key stores, in the same transaction as the version,
+//! what it wrote and a digest of the request. A retry with the same key and the same request answers
+//! that first result (`Idempotent-Replayed: true`); the same key with another request is a 422.
+//! Keys are scoped to the caller (tenant and user) and kept for 24 hours.
+#![forbid(unsafe_code)]
+
+pub mod input;
+pub mod publish;
+
+use cqrs_caller::{Caller, CallerMode};
+use cqrs_problem::ApiError;
+use cqrs_store::{IdempotencyRecord, Store};
+use lambda_http::{
+    Body, Request, RequestExt, Response,
+    http::{HeaderValue, Method, StatusCode, header},
+    request::RequestContext,
+};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::input::parse_command;
+use crate::publish::{Audit, Mode, Published, publish_command, store_error};
+
+/// How long an idempotency key is remembered.
+pub const IDEMPOTENCY_TTL_SECONDS: i64 = 24 * 60 * 60;
+
+/// The longest `Idempotency-Key` accepted.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+/// What the handler needs for every request: the store and where callers come from.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// The DynamoDB store.
+    pub store: Store,
+    /// Claims, or local headers.
+    pub caller_mode: CallerMode,
+}
+
+/// The body of a `202`: the stored command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Accepted {
+    /// `pk#sk` without version.
+    pub id: String,
+    /// Partition key.
+    pub pk: String,
+    /// Sort key with version.
+    pub sk: String,
+    /// The version written.
+    pub version: i64,
+}
+
+/// Answers one HTTP request. Never fails: every refusal is a problem document.
+#[tracing::instrument(skip_all, fields(method = %request.method(), path = %request_path(&request)))]
+pub async fn handle(app: &App, request: Request) -> Response<Body> {
+    let request_id = request_id(&request);
+    match handle_command(app, &request, &request_id).await {
+        Ok(response) => response,
+        Err(error) => {
+            match &error {
+                ApiError::Internal(detail) => {
+                    tracing::error!(%request_id, %detail, "command failed")
+                }
+                other => {
+                    tracing::info!(%request_id, status = other.status(), %other, "command refused")
+                }
+            }
+            let allow = matches!(error, ApiError::MethodNotAllowed(_));
+            let mut response = error.into_response(&request_id);
+            if allow {
+                response
+                    .headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("POST, PATCH"));
+            }
+            response
+        }
+    }
+}
+
+async fn handle_command(
+    app: &App,
+    request: &Request,
+    request_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    let path = request_path(request);
+    if path.trim_end_matches('/') != "/commands" {
+        return Err(ApiError::NotFound(format!("no route {path}")));
+    }
+    let mode = match *request.method() {
+        Method::POST => Mode::Replace,
+        Method::PATCH => Mode::Merge,
+        ref other => {
+            return Err(ApiError::MethodNotAllowed(format!(
+                "{other} /commands: use POST or PATCH"
+            )));
+        }
+    };
+    let caller = Caller::from_request(request, app.caller_mode)?;
+    let body = json_body(request)?;
+    let input = parse_command(body, mode == Mode::Merge)?;
+    caller.authorize_write(&input.pk)?;
+    let idempotency_key = idempotency_key(request)?;
+    let audit = Audit {
+        ip: source_ip(request),
+        request_id: idempotency_key.unwrap_or(request_id).to_string(),
+        now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        caller,
+    };
+    let Some(key) = idempotency_key else {
+        return match publish_command(&app.store, &input, mode, &audit, None).await? {
+            Published::Stored(item) => Ok(stored(request_id, &item)),
+            Published::KeyTaken => Err(ApiError::Internal(
+                "an idempotency key was taken without one being used".into(),
+            )),
+        };
+    };
+    let record = IdempotencyRecord {
+        key: scoped_key(&audit.caller, key),
+        fingerprint: fingerprint(request.method(), body),
+        item_pk: String::new(),
+        item_sk: String::new(),
+        item_id: String::new(),
+        version: 0,
+        ttl: chrono::Utc::now().timestamp() + IDEMPOTENCY_TTL_SECONDS,
+    };
+    if let Some(first) = app
+        .store
+        .get_idempotency(&record.key)
+        .await
+        .map_err(store_error)?
+    {
+        return replay(&first, &record);
+    }
+    match publish_command(&app.store, &input, mode, &audit, Some(&record)).await? {
+        Published::Stored(item) => Ok(stored(request_id, &item)),
+        // A concurrent request with the same key won: answer as a retry of it.
+        Published::KeyTaken => match app
+            .store
+            .get_idempotency(&record.key)
+            .await
+            .map_err(store_error)?
+        {
+            Some(first) => replay(&first, &record),
+            None => Err(ApiError::Unavailable(
+                "a concurrent request with this Idempotency-Key did not leave its record; retry"
+                    .into(),
+            )),
+        },
+    }
+}
+
+fn stored(request_id: &str, item: &cqrs_item::Item) -> Response<Body> {
+    tracing::info!(%request_id, id = %item.id, version = item.version, "command stored");
+    accepted(&Accepted::from(item), false)
+}
+
+fn replay(first: &IdempotencyRecord, this: &IdempotencyRecord) -> Result<Response<Body>, ApiError> {
+    if first.fingerprint != this.fingerprint {
+        return Err(ApiError::IdempotencyKeyReused(
+            "this Idempotency-Key was already used with a different request".into(),
+        ));
+    }
+    Ok(accepted(
+        &Accepted {
+            id: first.item_id.clone(),
+            pk: first.item_pk.clone(),
+            sk: first.item_sk.clone(),
+            version: first.version,
+        },
+        true,
+    ))
+}
+
+impl From<&cqrs_item::Item> for Accepted {
+    fn from(item: &cqrs_item::Item) -> Self {
+        Accepted {
+            id: item.id.clone(),
+            pk: item.pk.clone(),
+            sk: item.sk.clone(),
+            version: item.version,
+        }
+    }
+}
+
+fn accepted(body: &Accepted, replayed: bool) -> Response<Body> {
+    let json = serde_json::to_string(body).unwrap_or_default();
+    let mut response = Response::new(Body::Text(json));
+    *response.status_mut() = StatusCode::ACCEPTED;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if replayed {
+        headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// The path of the request as the client sent it.
+fn request_path(request: &Request) -> String {
+    let raw = request.raw_http_path();
+    if raw.is_empty() {
+        request.uri().path().to_string()
+    } else {
+        raw.to_string()
+    }
+}
+
+/// The request id: the Lambda invocation's, else API Gateway's.
+fn request_id(request: &Request) -> String {
+    if let Some(context) = request.lambda_context_ref()
+        && !context.request_id.is_empty()
+    {
+        return context.request_id.clone();
+    }
+    match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => {
+            context.request_id.clone().unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
+fn source_ip(request: &Request) -> String {
+    match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => {
+            context.http.source_ip.clone().unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The body as JSON text: present, UTF-8, and JSON if a content type is given.
+fn json_body(request: &Request) -> Result<&str, ApiError> {
+    if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
+        let content_type = content_type
+            .to_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let essence = content_type.split(';').next().unwrap_or_default().trim();
+        if essence != "application/json" && !essence.ends_with("+json") {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "content-type {essence:?}: send application/json"
+            )));
+        }
+    }
+    let text = match request.body() {
+        Body::Text(text) => text.as_str(),
+        Body::Binary(bytes) => std::str::from_utf8(bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid UTF-8: {e}")))?,
+        _ => "",
+    };
+    if text.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "the body is empty: send a JSON command",
+        ));
+    }
+    Ok(text)
+}
+
+fn idempotency_key(request: &Request) -> Result<Option<&str>, ApiError> {
+    let Some(value) = request.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| ApiError::bad_field("Idempotency-Key", "must be visible ASCII"))?
+        .trim();
+    // RFC draft: the key is a string, often wrapped in quotes.
+    let key = key
+        .strip_prefix('"')
+        .and_then(|k| k.strip_suffix('"'))
+        .unwrap_or(key);
+    if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN {
+        return Err(ApiError::bad_field(
+            "Idempotency-Key",
+            format!("must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters"),
+        ));
+    }
+    Ok(Some(key))
+}
+
+/// The idempotency table's key: a digest of the caller and the client's key, so keys of different
+/// callers never meet and no separator in a key can make two scopes collide.
+fn scoped_key(caller: &Caller, key: &str) -> String {
+    let mut digest = Sha256::new();
+    for part in [caller.tenant_code.as_str(), caller.user_id.as_str(), key] {
+        digest.update((part.len() as u64).to_be_bytes());
+        digest.update(part.as_bytes());
+    }
+    hex(&digest.finalize())
+}
+
+/// A digest of the request: the method and the body as parsed JSON (so whitespace and member
+/// order do not matter).
+fn fingerprint(method: &Method, body: &str) -> String {
+    let canonical = serde_json::from_str::<serde_json::Value>(body)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| body.to_string());
+    let mut digest = Sha256::new();
+    digest.update(method.as_str().as_bytes());
+    digest.update([0]);
+    digest.update(canonical.as_bytes());
+    hex(&digest.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_ignores_layout_not_content() {
+        let a = fingerprint(&Method::POST, r#"{"a":1,"b":2}"#);
+        assert_eq!(a, fingerprint(&Method::POST, "{ \"b\": 2,\n \"a\": 1 }"));
+        assert_ne!(a, fingerprint(&Method::PATCH, r#"{"a":1,"b":2}"#));
+        assert_ne!(a, fingerprint(&Method::POST, r#"{"a":1,"b":3}"#));
+    }
+
+    #[test]
+    fn scoped_keys_separate_callers() {
+        let t1 = Caller::new("u", "t1", vec![]);
+        let t2 = Caller::new("u", "t2", vec![]);
+        assert_ne!(scoped_key(&t1, "k"), scoped_key(&t2, "k"));
+        assert_eq!(scoped_key(&t1, "k"), scoped_key(&t1, "k"));
+        // No ambiguity from where one part ends.
+        let a = Caller::new("ab", "t", vec![]);
+        let b = Caller::new("a", "t", vec![]);
+        assert_ne!(scoped_key(&a, "c"), scoped_key(&b, "bc"));
+    }
+}

@@ -1,0 +1,24 @@
+//! The `command-handler` Lambda function: wiring only. The DynamoDB client and configuration are
+//! built once per cold start; every request goes to [`command_handler::handle`].
+
+use command_handler::App;
+use cqrs_caller::CallerMode;
+use cqrs_store::{Store, Tables};
+use lambda_http::{Error, Request, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_http::tracing::init_default_subscriber();
+    let tables = Tables::from_env()?;
+    let caller_mode = CallerMode::from_env()?;
+    let config = aws_config::load_from_env().await;
+    let app = App {
+        store: Store::new(aws_sdk_dynamodb::Client::new(&config), tables),
+        caller_mode,
+    };
+    let app = &app;
+    lambda_http::run(service_fn(move |request: Request| async move {
+        Ok::<_, Error>(command_handler::handle(app, request).await)
+    }))
+    .await
+}

@@ -1,0 +1,3 @@
+//! The `data-sync` Lambda function (filled in by its own issue).
+
+fn main() {}

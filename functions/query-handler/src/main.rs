@@ -1,0 +1,3 @@
+//! The `query-handler` Lambda function (filled in by its own issue).
+
+fn main() {}

@@ -1,0 +1,395 @@
+//! Who is calling, and which tenants they may read and write.
+//!
+//! In AWS the caller comes from the HTTP API's JWT authorizer: the claims `sub`, `custom:tenant`
+//! and `custom:roles`. Only with `CALLER_MODE=local` (local runs, never the SAM template) does it
+//! come from the `x-tenant-code`, `x-user-id` and `x-roles` headers; without that mode those headers
+//! are ignored, so a forged header cannot make anyone someone else.
+//!
+//! Tenant rules: a caller reads and writes partition keys of its own tenant; everyone reads the
+//! `common` tenant; only `system_admin` writes `common` or acts for another tenant.
+//!
+//! ```
+//! use cqrs_caller::Caller;
+//!
+//! let caller = Caller::new("u1", "t1", vec![]);
+//! assert!(caller.authorize_write("PRODUCT#t1").is_ok());
+//! assert!(caller.authorize_read("MASTER#common").is_ok());
+//! assert!(caller.authorize_write("MASTER#common").is_err());
+//! assert!(caller.authorize_read("PRODUCT#t2").is_err());
+//! ```
+#![forbid(unsafe_code)]
+
+use cqrs_keys::{TENANT_COMMON, tenant_code};
+use cqrs_problem::ApiError;
+use lambda_http::{Request, RequestExt, request::RequestContext};
+
+/// The role that may write `common` and act for any tenant.
+///
+/// ```
+/// assert_eq!(cqrs_caller::SYSTEM_ADMIN, "system_admin");
+/// ```
+pub const SYSTEM_ADMIN: &str = "system_admin";
+
+/// The environment variable that chooses where callers come from.
+///
+/// ```
+/// assert_eq!(cqrs_caller::CALLER_MODE_VAR, "CALLER_MODE");
+/// ```
+pub const CALLER_MODE_VAR: &str = "CALLER_MODE";
+
+/// Where the caller of a request is read from.
+///
+/// ```
+/// use cqrs_caller::CallerMode;
+/// assert_eq!(CallerMode::parse(None).unwrap(), CallerMode::Jwt);
+/// assert_eq!(CallerMode::parse(Some("local")).unwrap(), CallerMode::Local);
+/// assert!(CallerMode::parse(Some("yes")).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallerMode {
+    /// JWT authorizer claims only (the default, and the only mode the template uses).
+    Jwt,
+    /// The `x-tenant-code`, `x-user-id`, `x-roles` headers: local runs only.
+    Local,
+}
+
+impl CallerMode {
+    /// Reads the mode from a value of `CALLER_MODE`: absent, empty or `jwt` is [`CallerMode::Jwt`],
+    /// `local` is [`CallerMode::Local`], anything else an error that names the variable.
+    ///
+    /// ```
+    /// let err = cqrs_caller::CallerMode::parse(Some("LOCAL ")).unwrap_err();
+    /// assert!(err.contains("CALLER_MODE"));
+    /// ```
+    pub fn parse(value: Option<&str>) -> Result<Self, String> {
+        match value {
+            None | Some("") | Some("jwt") => Ok(CallerMode::Jwt),
+            Some("local") => Ok(CallerMode::Local),
+            Some(other) => Err(format!(
+                "{CALLER_MODE_VAR}={other:?} is not valid: use `jwt` (or leave it unset) or `local`"
+            )),
+        }
+    }
+
+    /// Reads the mode from the process environment.
+    ///
+    /// ```
+    /// // Unset in doctests: claims only.
+    /// assert_eq!(cqrs_caller::CallerMode::from_env().unwrap(), cqrs_caller::CallerMode::Jwt);
+    /// ```
+    pub fn from_env() -> Result<Self, String> {
+        Self::parse(std::env::var(CALLER_MODE_VAR).ok().as_deref())
+    }
+}
+
+/// The authenticated caller of one request.
+///
+/// ```
+/// let admin = cqrs_caller::Caller::new("root", "t1", vec!["system_admin".into()]);
+/// assert!(admin.is_system_admin());
+/// assert!(admin.authorize_write("PRODUCT#t9").is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The user id (`sub`).
+    pub user_id: String,
+    /// The caller's own tenant.
+    pub tenant_code: String,
+    /// The caller's roles.
+    pub roles: Vec<String>,
+}
+
+impl Caller {
+    /// A caller with these parts.
+    ///
+    /// ```
+    /// let c = cqrs_caller::Caller::new("u", "t", vec!["viewer".into()]);
+    /// assert_eq!(c.roles, ["viewer"]);
+    /// ```
+    pub fn new(
+        user_id: impl Into<String>,
+        tenant_code: impl Into<String>,
+        roles: Vec<String>,
+    ) -> Self {
+        Caller {
+            user_id: user_id.into(),
+            tenant_code: tenant_code.into(),
+            roles,
+        }
+    }
+
+    /// Whether the caller holds `system_admin`.
+    ///
+    /// ```
+    /// assert!(!cqrs_caller::Caller::new("u", "t", vec![]).is_system_admin());
+    /// ```
+    pub fn is_system_admin(&self) -> bool {
+        self.roles.iter().any(|r| r == SYSTEM_ADMIN)
+    }
+
+    /// May the caller read items under `pk`? Its own tenant and `common`: yes; another tenant: only
+    /// a `system_admin`. A pk without a tenant segment is refused.
+    ///
+    /// ```
+    /// let c = cqrs_caller::Caller::new("u", "t1", vec![]);
+    /// assert!(c.authorize_read("LOG#t1#2024-01").is_ok());
+    /// assert_eq!(c.authorize_read("PRODUCT").unwrap_err().status(), 403);
+    /// ```
+    pub fn authorize_read(&self, pk: &str) -> Result<(), ApiError> {
+        let tenant = self.pk_tenant(pk)?;
+        if tenant == self.tenant_code || tenant == TENANT_COMMON || self.is_system_admin() {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "tenant {tenant:?} of pk {pk:?} is not the caller's tenant {:?}",
+                self.tenant_code
+            )))
+        }
+    }
+
+    /// May the caller write items under `pk`? Its own tenant: yes; `common` or another tenant: only
+    /// a `system_admin`.
+    ///
+    /// ```
+    /// let c = cqrs_caller::Caller::new("u", "t1", vec![]);
+    /// assert!(c.authorize_write("PRODUCT#t1").is_ok());
+    /// assert!(c.authorize_write("PRODUCT#t10").is_err());
+    /// ```
+    pub fn authorize_write(&self, pk: &str) -> Result<(), ApiError> {
+        let tenant = self.pk_tenant(pk)?;
+        if self.is_system_admin() {
+            return Ok(());
+        }
+        if tenant == TENANT_COMMON {
+            return Err(ApiError::Forbidden(format!(
+                "only {SYSTEM_ADMIN} may write the {TENANT_COMMON} tenant"
+            )));
+        }
+        if tenant != self.tenant_code {
+            return Err(ApiError::Forbidden(format!(
+                "tenant {tenant:?} of pk {pk:?} is not the caller's tenant {:?}",
+                self.tenant_code
+            )));
+        }
+        Ok(())
+    }
+
+    fn pk_tenant<'a>(&self, pk: &'a str) -> Result<&'a str, ApiError> {
+        match tenant_code(pk) {
+            Some(tenant) if !tenant.is_empty() => Ok(tenant),
+            _ => Err(ApiError::Forbidden(format!(
+                "pk {pk:?} names no tenant (expected PREFIX#TENANT)"
+            ))),
+        }
+    }
+
+    /// Reads the caller of `request`: from the JWT authorizer claims, or with
+    /// [`CallerMode::Local`] from the local headers. No caller is a 401.
+    ///
+    /// ```
+    /// use cqrs_caller::{Caller, CallerMode};
+    /// let request = lambda_http::http::Request::builder()
+    ///     .header("x-tenant-code", "t1")
+    ///     .header("x-user-id", "u1")
+    ///     .header("x-roles", "viewer, system_admin")
+    ///     .body(lambda_http::Body::Empty)
+    ///     .unwrap();
+    /// let caller = Caller::from_request(&request, CallerMode::Local).unwrap();
+    /// assert_eq!(caller, Caller::new("u1", "t1", vec!["viewer".into(), "system_admin".into()]));
+    /// // The same headers without local mode are no caller at all.
+    /// assert_eq!(Caller::from_request(&request, CallerMode::Jwt).unwrap_err().status(), 401);
+    /// ```
+    pub fn from_request(request: &Request, mode: CallerMode) -> Result<Caller, ApiError> {
+        match mode {
+            CallerMode::Jwt => Self::from_claims(request),
+            CallerMode::Local => Self::from_headers(request),
+        }
+    }
+
+    fn from_claims(request: &Request) -> Result<Caller, ApiError> {
+        let claims = match request.request_context_ref() {
+            Some(RequestContext::ApiGatewayV2(context)) => context
+                .authorizer
+                .as_ref()
+                .and_then(|a| a.jwt.as_ref())
+                .map(|jwt| &jwt.claims),
+            _ => None,
+        };
+        let Some(claims) = claims else {
+            return Err(ApiError::Unauthenticated(
+                "no JWT authorizer claims on the request".into(),
+            ));
+        };
+        let claim = |name: &str| claims.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let user_id = claim("sub")
+            .ok_or_else(|| ApiError::Unauthenticated("the JWT has no `sub` claim".into()))?;
+        let tenant = claim("custom:tenant")
+            .ok_or_else(|| ApiError::Forbidden("the JWT has no `custom:tenant` claim".into()))?;
+        let roles = claim("custom:roles").map(parse_roles).unwrap_or_default();
+        Ok(Caller::new(user_id, tenant, roles))
+    }
+
+    fn from_headers(request: &Request) -> Result<Caller, ApiError> {
+        let header = |name: &str| -> Result<Option<&str>, ApiError> {
+            match request.headers().get(name) {
+                None => Ok(None),
+                Some(value) => value
+                    .to_str()
+                    .map(|v| Some(v.trim()).filter(|v| !v.is_empty()))
+                    .map_err(|_| ApiError::bad_field(name, "is not visible ASCII")),
+            }
+        };
+        let tenant = header("x-tenant-code")?;
+        let user = header("x-user-id")?;
+        match (tenant, user) {
+            (Some(tenant), Some(user)) => {
+                let roles = header("x-roles")?.map(parse_roles).unwrap_or_default();
+                Ok(Caller::new(user, tenant, roles))
+            }
+            _ => Err(ApiError::Unauthenticated(
+                "CALLER_MODE=local needs the x-tenant-code and x-user-id headers".into(),
+            )),
+        }
+    }
+}
+
+/// Parses a roles claim or header: a comma- or space-separated list, a JSON array of strings, API
+/// Gateway's rendering of an array claim (`[a b]`), or mbc-cqrs-serverless' JSON array of
+/// `{"tenant": ..., "role": ...}` objects.
+///
+/// ```
+/// use cqrs_caller::parse_roles;
+/// assert_eq!(parse_roles("a, b"), ["a", "b"]);
+/// assert_eq!(parse_roles(r#"["a","b"]"#), ["a", "b"]);
+/// assert_eq!(parse_roles("[a b]"), ["a", "b"]);
+/// assert_eq!(parse_roles(r#"[{"tenant":"","role":"system_admin"}]"#), ["system_admin"]);
+/// ```
+pub fn parse_roles(value: &str) -> Vec<String> {
+    let value = value.trim();
+    if value.starts_with('[')
+        && let Ok(serde_json::Value::Array(entries)) = serde_json::from_str(value)
+    {
+        {
+            return entries
+                .iter()
+                .filter_map(|entry| match entry {
+                    serde_json::Value::String(role) => Some(role.trim().to_string()),
+                    serde_json::Value::Object(map) => map
+                        .get("role")
+                        .and_then(|r| r.as_str())
+                        .map(|r| r.trim().to_string()),
+                    _ => None,
+                })
+                .filter(|role| !role.is_empty())
+                .collect();
+        }
+    }
+    value
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split([',', ' '])
+        .map(str::trim)
+        .filter(|role| !role.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_http::Body;
+
+    fn jwt_request(claims: serde_json::Value) -> Request {
+        let event = serde_json::json!({
+            "version": "2.0",
+            "routeKey": "POST /commands",
+            "rawPath": "/commands",
+            "rawQueryString": "",
+            "headers": {"x-tenant-code": "evil", "x-user-id": "evil"},
+            "requestContext": {
+                "accountId": "123456789012",
+                "apiId": "api",
+                "authorizer": {"jwt": {"claims": claims, "scopes": null}},
+                "domainName": "example.test",
+                "domainPrefix": "api",
+                "http": {"method": "POST", "path": "/commands", "protocol": "HTTP/1.1",
+                         "sourceIp": "192.0.2.1", "userAgent": "test"},
+                "requestId": "r1",
+                "routeKey": "POST /commands",
+                "stage": "$default",
+                "time": "01/Jan/2026:00:00:00 +0000",
+                "timeEpoch": 0
+            },
+            "isBase64Encoded": false
+        });
+        lambda_http::request::from_str(&event.to_string()).unwrap()
+    }
+
+    #[test]
+    fn claims_give_the_caller_and_headers_are_ignored() {
+        let request = jwt_request(serde_json::json!({
+            "sub": "u1", "custom:tenant": "t1", "custom:roles": "[admin system_admin]"
+        }));
+        let caller = Caller::from_request(&request, CallerMode::Jwt).unwrap();
+        assert_eq!(
+            caller,
+            Caller::new("u1", "t1", vec!["admin".into(), "system_admin".into()])
+        );
+    }
+
+    #[test]
+    fn claims_without_tenant_are_forbidden_and_without_sub_unauthenticated() {
+        let no_tenant = jwt_request(serde_json::json!({"sub": "u1"}));
+        assert_eq!(
+            Caller::from_request(&no_tenant, CallerMode::Jwt)
+                .unwrap_err()
+                .status(),
+            403
+        );
+        let no_sub = jwt_request(serde_json::json!({"custom:tenant": "t1"}));
+        assert_eq!(
+            Caller::from_request(&no_sub, CallerMode::Jwt)
+                .unwrap_err()
+                .status(),
+            401
+        );
+    }
+
+    #[test]
+    fn local_mode_needs_both_headers() {
+        let request = lambda_http::http::Request::builder()
+            .header("x-tenant-code", "t1")
+            .body(Body::Empty)
+            .unwrap();
+        assert_eq!(
+            Caller::from_request(&request, CallerMode::Local)
+                .unwrap_err()
+                .status(),
+            401
+        );
+    }
+
+    #[test]
+    fn tenant_rules() {
+        let user = Caller::new("u", "t1", vec!["admin".into()]);
+        let admin = Caller::new("a", "t1", vec![SYSTEM_ADMIN.into()]);
+        for pk in ["PRODUCT#t1", "ORDER#t1#x", "LOG#t1#2024-01"] {
+            assert!(user.authorize_write(pk).is_ok(), "{pk}");
+        }
+        for pk in [
+            "PRODUCT#t2",
+            "PRODUCT#T1",
+            "PRODUCT#t1x",
+            "MASTER#common",
+            "PRODUCT#",
+            "PRODUCT",
+        ] {
+            assert_eq!(user.authorize_write(pk).unwrap_err().status(), 403, "{pk}");
+        }
+        assert!(user.authorize_read("MASTER#common").is_ok());
+        assert!(user.authorize_read("PRODUCT#t2").is_err());
+        assert!(admin.authorize_write("MASTER#common").is_ok());
+        assert!(admin.authorize_write("PRODUCT#t2").is_ok());
+        assert!(admin.authorize_write("PRODUCT").is_err());
+    }
+}

@@ -1,0 +1,171 @@
+//! The mbc-cqrs-serverless key helpers (`helpers/key.ts`): ids, tenant code,
+//! and the framework's fixed partition and sort keys.
+//!
+//! Like their TypeScript originals these are plain string functions and do
+//! not validate; the typed builders in [`patterns`](crate::patterns) do.
+//!
+//! ```
+//! use cqrs_keys::helpers::{generate_id, tenant_code};
+//! assert_eq!(generate_id("CAT#mbc", "CAT#001@1"), "CAT#mbc#CAT#001");
+//! assert_eq!(tenant_code("CAT#mbc"), Some("mbc"));
+//! ```
+
+use crate::constants::{DEFAULT_TENANT_CODE, KEY_SEPARATOR};
+use crate::version::remove_sort_key_version;
+
+/// Prefix of master-data partition keys (`MASTER#tenant`).
+///
+/// ```
+/// assert_eq!(cqrs_keys::MASTER_PK_PREFIX, "MASTER");
+/// ```
+pub const MASTER_PK_PREFIX: &str = "MASTER";
+
+/// Prefix of sequence partition keys (`SEQ#tenant`).
+///
+/// ```
+/// assert_eq!(cqrs_keys::SEQ_PK_PREFIX, "SEQ");
+/// ```
+pub const SEQ_PK_PREFIX: &str = "SEQ";
+
+/// Prefix of table-level TTL setting sort keys (`TTL#table`).
+///
+/// ```
+/// assert_eq!(cqrs_keys::TTL_SK_PREFIX, "TTL");
+/// ```
+pub const TTL_SK_PREFIX: &str = "TTL";
+
+/// The item id: `pk#sk` with any version removed from `sk`.
+///
+/// ```
+/// use cqrs_keys::generate_id;
+///
+/// assert_eq!(
+///     generate_id("PRODUCT#tenant001", "01HX7MBJK3V9WQBZ7XNDK5ZT2M"),
+///     "PRODUCT#tenant001#01HX7MBJK3V9WQBZ7XNDK5ZT2M"
+/// );
+/// assert_eq!(generate_id("TENANT#mbc", "CAT#001@3"), "TENANT#mbc#CAT#001");
+/// ```
+pub fn generate_id(pk: &str, sk: &str) -> String {
+    let base = remove_sort_key_version(sk);
+    let mut id = String::with_capacity(pk.len() + 1 + base.len());
+    id.push_str(pk);
+    id.push(KEY_SEPARATOR);
+    id.push_str(base);
+    id
+}
+
+/// The tenant code of a partition key: the segment after the prefix.
+///
+/// `None` when the key has no `#` or the segment is empty.
+///
+/// Deliberate difference from mbc's `getTenantCode`, which returns the text
+/// after the *last* `#`: for `LOG#t1#2024-01` that is `2024-01`, not the
+/// tenant, so this function takes the second segment. The two agree on every
+/// two-segment key. mbc also returns `""` for `PRODUCT#`; this returns `None`.
+///
+/// ```
+/// use cqrs_keys::tenant_code;
+///
+/// assert_eq!(tenant_code("PRODUCT#tenant001"), Some("tenant001"));
+/// assert_eq!(tenant_code("LOG#t1#2024-01"), Some("t1"));
+/// assert_eq!(tenant_code("PRODUCT"), None);
+/// ```
+pub fn tenant_code(pk: &str) -> Option<&str> {
+    let (_, rest) = pk.split_once(KEY_SEPARATOR)?;
+    let tenant = rest.split(KEY_SEPARATOR).next().unwrap_or(rest);
+    (!tenant.is_empty()).then_some(tenant)
+}
+
+/// Master-data partition key `MASTER#tenant`; [`DEFAULT_TENANT_CODE`] for
+/// `None` or an empty tenant (as mbc's `masterPk`, which uses `||`).
+///
+/// Does not validate the tenant; [`MasterKey`](crate::MasterKey) does.
+///
+/// ```
+/// use cqrs_keys::master_pk;
+///
+/// assert_eq!(master_pk(Some("tenant001")), "MASTER#tenant001");
+/// assert_eq!(master_pk(None), "MASTER#single");
+/// ```
+pub fn master_pk(tenant: Option<&str>) -> String {
+    prefixed(MASTER_PK_PREFIX, tenant_or_default(tenant))
+}
+
+/// Sequence partition key `SEQ#tenant`; [`DEFAULT_TENANT_CODE`] for `None` or
+/// an empty tenant. Does not validate.
+///
+/// ```
+/// use cqrs_keys::seq_pk;
+///
+/// assert_eq!(seq_pk(Some("tenant001")), "SEQ#tenant001");
+/// assert_eq!(seq_pk(None), "SEQ#single");
+/// ```
+pub fn seq_pk(tenant: Option<&str>) -> String {
+    prefixed(SEQ_PK_PREFIX, tenant_or_default(tenant))
+}
+
+/// Sort key of a table's TTL setting: `TTL#table`. Does not validate.
+///
+/// ```
+/// use cqrs_keys::ttl_sk;
+///
+/// assert_eq!(ttl_sk("product"), "TTL#product");
+/// ```
+pub fn ttl_sk(table: &str) -> String {
+    prefixed(TTL_SK_PREFIX, table)
+}
+
+/// Inverse of [`generate_id`] when the partition key is known: the base sort
+/// key, or `None` when `id` does not start with `pk#` (mbc's
+/// `sortKeyBaseFromId`).
+///
+/// ```
+/// use cqrs_keys::sort_key_base_from_id;
+///
+/// assert_eq!(sort_key_base_from_id("SEQ#tenant-x", "SEQ#tenant-x#FOO#BAR#baz"), Some("FOO#BAR#baz"));
+/// assert_eq!(sort_key_base_from_id("SEQ#other", "SEQ#tenant-x#FOO"), None);
+/// ```
+pub fn sort_key_base_from_id<'a>(pk: &str, id: &'a str) -> Option<&'a str> {
+    id.strip_prefix(pk)?.strip_prefix(KEY_SEPARATOR)
+}
+
+/// Splits an id whose partition key has exactly two segments
+/// (`PREFIX#TENANT`) into that key and the base sort key, which keeps any
+/// further `#` (mbc's `parsePkSkFromId`).
+///
+/// `None` when the id has fewer than three segments. Unlike mbc, also `None`
+/// when the prefix, tenant or sort key is empty.
+///
+/// ```
+/// use cqrs_keys::split_id;
+///
+/// assert_eq!(
+///     split_id("USER_TENANT#tenant-A#USER_TENANT#item-1"),
+///     Some(("USER_TENANT#tenant-A", "USER_TENANT#item-1"))
+/// );
+/// assert_eq!(split_id("A#B"), None);
+/// ```
+pub fn split_id(id: &str) -> Option<(&str, &str)> {
+    let first = id.find(KEY_SEPARATOR)?;
+    let second = first + 1 + id[first + 1..].find(KEY_SEPARATOR)?;
+    let (pk, sk) = (&id[..second], &id[second + 1..]);
+    if first == 0 || second == first + 1 || sk.is_empty() {
+        return None;
+    }
+    Some((pk, sk))
+}
+
+fn tenant_or_default(tenant: Option<&str>) -> &str {
+    match tenant {
+        Some(t) if !t.is_empty() => t,
+        _ => DEFAULT_TENANT_CODE,
+    }
+}
+
+fn prefixed(prefix: &str, rest: &str) -> String {
+    let mut out = String::with_capacity(prefix.len() + 1 + rest.len());
+    out.push_str(prefix);
+    out.push(KEY_SEPARATOR);
+    out.push_str(rest);
+    out
+}

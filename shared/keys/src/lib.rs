@@ -1,0 +1,99 @@
+//! Key design for multi-tenant CQRS items on DynamoDB.
+//!
+//! Pure functions and types, no AWS dependency. The layout is that of the
+//! TypeScript framework mbc-cqrs-serverless, so both can share tables:
+//!
+//! ```text
+//! PK = PREFIX#TENANT[#more]
+//! SK = IDENTIFIER[@VERSION]      (the version only in command/history tables)
+//! ID = PK#SK                     (without the version)
+//! ```
+//!
+//! `#` ([`KEY_SEPARATOR`]) joins components; `@` ([`VER_SEPARATOR`])
+//! introduces a version. Neither may appear inside a component.
+//!
+//! # The six patterns of the key guide
+//!
+//! | # | Pattern | Type | PK | SK |
+//! |---|---------|------|----|----|
+//! | 1 | Simple entity | [`SimpleEntityKey`] | `PRODUCT#tenant` | `ulid` |
+//! | 2 | Hierarchy | [`OrderKey`], [`OrderItemKey`] | `ORDER#tenant` | `ORDER#orderId`, `ORDER_ITEM#orderId#itemId` |
+//! | 3 | User with auth provider | [`UserAuthKey`] | `USER#common` | `provider#userId` |
+//! | 4 | User-tenant link | [`UserTenantKey`] | `USER_TENANT#common` | `tenantCode#userId` |
+//! | 5 | Master data | [`MasterKey`] | `MASTER#tenant` | `SETTING\|DATA\|COPY#category#code` |
+//! | 6 | Time series | [`TimeSeriesKey`] | `LOG#tenant#YYYY-MM` | `timestamp#eventId` |
+//!
+//! Each type validates its parts on construction and parses its keys back.
+//!
+//! # Also here
+//!
+//! * the mbc helpers: [`generate_id`], [`tenant_code`],
+//!   [`add_sort_key_version`], [`remove_sort_key_version`],
+//!   [`sort_key_version`] (and the strict [`parse_sort_key_version`]),
+//!   [`master_pk`], [`seq_pk`], [`ttl_sk`];
+//! * validation: [`validate_partition_key`], [`validate_sort_key`],
+//!   [`validate_component`], all failing with a [`KeyError`] that names the
+//!   offending part;
+//! * generic keys: entity keys ([`entity_key`]), composite keys
+//!   ([`composite_key`]), multi-attribute keys ([`multi_attribute_key`]),
+//!   sharded partition keys ([`sharded_key_for_id`], [`random_shard_key`],
+//!   [`all_shard_keys`]), time-series keys ([`time_series_pk`],
+//!   [`time_series_sk`]);
+//! * monotonic ULIDs: [`UlidGenerator`], [`new_ulid`].
+//!
+//! ```
+//! use cqrs_keys::{add_sort_key_version, generate_id, OrderItemKey};
+//!
+//! let item = OrderItemKey::new("tenant001", "01HX7MBJK3V9WQBZ7XNDK5ZT2M", "001").unwrap();
+//! let command_sk = add_sort_key_version(&item.sk(), 2);
+//! assert_eq!(command_sk, "ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT2M#001@2");
+//! assert_eq!(generate_id(&item.pk(), &command_sk), item.id());
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod composite;
+pub mod constants;
+pub mod entity;
+pub mod error;
+pub mod helpers;
+pub mod multi_attribute;
+pub mod patterns;
+pub mod shard;
+pub mod time_series;
+pub mod ulid_gen;
+pub mod validate;
+pub mod version;
+
+pub use composite::{composite_key, composite_key_prefix, parse_composite_key};
+pub use constants::{
+    DEFAULT_TENANT_CODE, KEY_SEPARATOR, MAX_BASE_SORT_KEY_BYTES, MAX_PARTITION_KEY_BYTES,
+    MAX_SORT_KEY_BYTES, MAX_VERSION_SUFFIX_BYTES, TENANT_COMMON, VER_SEPARATOR, VERSION_FIRST,
+    VERSION_LATEST,
+};
+pub use entity::{entity_key, parse_entity_key};
+pub use error::KeyError;
+pub use helpers::{
+    MASTER_PK_PREFIX, SEQ_PK_PREFIX, TTL_SK_PREFIX, generate_id, master_pk, seq_pk,
+    sort_key_base_from_id, split_id, tenant_code, ttl_sk,
+};
+pub use multi_attribute::{
+    AttributeKind, KeyAttribute, multi_attribute_key, parse_multi_attribute_key,
+};
+pub use patterns::{
+    AuthProvider, MasterKey, MasterKind, ORDER_ITEM_SK_PREFIX, ORDER_PK_PREFIX, ORDER_SK_PREFIX,
+    OrderItemKey, OrderKey, SimpleEntityKey, TimeSeriesKey, USER_PK_PREFIX, USER_TENANT_PK_PREFIX,
+    UserAuthKey, UserTenantKey,
+};
+pub use shard::{
+    SHARD_MARKER, all_shard_keys, fnv1a_64, parse_shard_key, random_shard_key, shard_for_id,
+    shard_key, shard_number, sharded_key_for_id,
+};
+pub use time_series::{
+    Granularity, LOG_PK_PREFIX, format_timestamp, parse_time_series_pk, parse_time_series_sk,
+    parse_timestamp, time_bucket, time_series_pk, time_series_sk, truncate_to_millis, year_month,
+};
+pub use ulid_gen::{UlidGenerator, new_ulid};
+pub use validate::{validate_component, validate_partition_key, validate_sort_key};
+pub use version::{
+    add_sort_key_version, parse_sort_key_version, remove_sort_key_version, sort_key_version,
+};

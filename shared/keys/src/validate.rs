@@ -1,0 +1,225 @@
+//! Validation of key components and whole keys.
+//!
+//! Rules (all builders in this crate apply them, so their output always
+//! passes [`validate_partition_key`] / [`validate_sort_key`]):
+//!
+//! * a **component** (tenant, prefix, id, ...) is non-empty and contains
+//!   neither `#` nor `@` nor a control character (Unicode Cc: U+0000 to
+//!   U+001F and U+007F to U+009F). Everything else, spaces and non-ASCII
+//!   letters included, is allowed: DynamoDB accepts any UTF-8, and
+//!   normalising (e.g. lower-casing tenant codes) is the caller's policy, not
+//!   the key layer's;
+//! * a **base sort key** is components joined by `#`: no empty segment, no
+//!   `@` (the version is added later with
+//!   [`add_sort_key_version`](crate::add_sort_key_version)), at most
+//!   [`MAX_BASE_SORT_KEY_BYTES`] bytes;
+//! * a **partition key** is `PREFIX#TENANT[#more]`: at least two segments, none
+//!   empty, no `@`, at most [`MAX_PARTITION_KEY_BYTES`] bytes.
+//!
+//! ```
+//! use cqrs_keys::validate::{validate_partition_key, validate_sort_key};
+//! assert!(validate_partition_key("PRODUCT#tenant001").is_ok());
+//! assert!(validate_sort_key("DATA#product_category#electronics").is_ok());
+//! assert!(validate_sort_key("DATA##electronics").is_err());
+//! ```
+
+use std::fmt::{self, Display};
+
+use crate::constants::{
+    KEY_SEPARATOR, MAX_BASE_SORT_KEY_BYTES, MAX_PARTITION_KEY_BYTES, VER_SEPARATOR,
+};
+use crate::error::{KeyError, head};
+
+/// Checks one key component: non-empty, no `#`, no `@`, no control character.
+///
+/// `part` names the component in the error.
+///
+/// ```
+/// use cqrs_keys::{validate_component, KeyError};
+///
+/// assert!(validate_component("tenant", "tenant001").is_ok());
+/// assert_eq!(
+///     validate_component("tenant", "a#b"),
+///     Err(KeyError::SeparatorInComponent {
+///         part: "tenant".into(),
+///         value: "a#b".into(),
+///         separator: '#',
+///     })
+/// );
+/// ```
+pub fn validate_component(part: &str, value: &str) -> Result<(), KeyError> {
+    check_component(&part, value)
+}
+
+/// Checks a partition key: `PREFIX#TENANT[#more]`, every segment non-empty,
+/// no `@`, no control character, at most [`MAX_PARTITION_KEY_BYTES`] bytes.
+///
+/// ```
+/// use cqrs_keys::{validate_partition_key, KeyError};
+///
+/// assert!(validate_partition_key("PRODUCT#tenant001").is_ok());
+/// assert!(validate_partition_key("LOG#tenant001#2024-01").is_ok());
+/// assert!(matches!(validate_partition_key("PRODUCT"), Err(KeyError::Malformed { .. })));
+/// assert_eq!(
+///     validate_partition_key("PRODUCT#"),
+///     Err(KeyError::EmptyComponent { part: "partition key tenant".into() })
+/// );
+/// ```
+pub fn validate_partition_key(pk: &str) -> Result<(), KeyError> {
+    if pk.is_empty() {
+        return Err(KeyError::EmptyComponent {
+            part: "partition key".into(),
+        });
+    }
+    if pk.len() > MAX_PARTITION_KEY_BYTES {
+        return Err(KeyError::PartitionKeyTooLong {
+            bytes: pk.len(),
+            max: MAX_PARTITION_KEY_BYTES,
+            head: head(pk),
+        });
+    }
+    check_chars(&"partition key", pk, false)?;
+    if !pk.contains(KEY_SEPARATOR) {
+        return Err(KeyError::Malformed {
+            key: pk.into(),
+            expected: "PREFIX#TENANT[#more]".into(),
+        });
+    }
+    for (i, segment) in pk.split(KEY_SEPARATOR).enumerate() {
+        if segment.is_empty() {
+            let part = match i {
+                0 => "partition key prefix".to_string(),
+                1 => "partition key tenant".to_string(),
+                _ => format!("partition key segment {}", i + 1),
+            };
+            return Err(KeyError::EmptyComponent { part });
+        }
+    }
+    Ok(())
+}
+
+/// Checks a base sort key (one without a version): components joined by `#`,
+/// no empty segment, no `@`, no control character, at most
+/// [`MAX_BASE_SORT_KEY_BYTES`] bytes.
+///
+/// ```
+/// use cqrs_keys::{validate_sort_key, KeyError};
+///
+/// assert!(validate_sort_key("01HX7MBJK3V9WQBZ7XNDK5ZT2M").is_ok());
+/// assert!(validate_sort_key("ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT2M#001").is_ok());
+/// assert!(matches!(
+///     validate_sort_key("CAT#001@3"),
+///     Err(KeyError::SeparatorInComponent { separator: '@', .. })
+/// ));
+/// assert_eq!(
+///     validate_sort_key("CAT##001"),
+///     Err(KeyError::EmptyComponent { part: "sort key segment 2".into() })
+/// );
+/// ```
+pub fn validate_sort_key(sk: &str) -> Result<(), KeyError> {
+    check_path(&"sort key", sk)?;
+    if sk.len() > MAX_BASE_SORT_KEY_BYTES {
+        return Err(KeyError::SortKeyTooLong {
+            bytes: sk.len(),
+            max: MAX_BASE_SORT_KEY_BYTES,
+            head: head(sk),
+        });
+    }
+    Ok(())
+}
+
+/// Checks one component; `part` names it in the error.
+pub(crate) fn check_component(part: &dyn Display, value: &str) -> Result<(), KeyError> {
+    if value.is_empty() {
+        return Err(KeyError::EmptyComponent {
+            part: part.to_string(),
+        });
+    }
+    check_chars(part, value, true)
+}
+
+/// Checks a `#`-joined path of components: non-empty, no empty segment, no
+/// `@`, no control character. No length check.
+pub(crate) fn check_path(part: &dyn Display, value: &str) -> Result<(), KeyError> {
+    if value.is_empty() {
+        return Err(KeyError::EmptyComponent {
+            part: part.to_string(),
+        });
+    }
+    check_chars(part, value, false)?;
+    for (i, segment) in value.split(KEY_SEPARATOR).enumerate() {
+        if segment.is_empty() {
+            return Err(KeyError::EmptyComponent {
+                part: format!("{part} segment {}", i + 1),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `@`, control characters and (when `refuse_hash`) `#`.
+fn check_chars(part: &dyn Display, value: &str, refuse_hash: bool) -> Result<(), KeyError> {
+    for c in value.chars() {
+        if c == VER_SEPARATOR || (refuse_hash && c == KEY_SEPARATOR) {
+            return Err(KeyError::SeparatorInComponent {
+                part: part.to_string(),
+                value: value.into(),
+                separator: c,
+            });
+        }
+        if c.is_control() {
+            return Err(KeyError::ControlCharacter {
+                part: part.to_string(),
+                value: value.into(),
+                code: u32::from(c),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a finished partition key over the DynamoDB limit.
+pub(crate) fn check_pk_len(pk: &str) -> Result<(), KeyError> {
+    if pk.len() > MAX_PARTITION_KEY_BYTES {
+        return Err(KeyError::PartitionKeyTooLong {
+            bytes: pk.len(),
+            max: MAX_PARTITION_KEY_BYTES,
+            head: head(pk),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a finished base sort key over [`MAX_BASE_SORT_KEY_BYTES`].
+pub(crate) fn check_sk_len(sk: &str) -> Result<(), KeyError> {
+    if sk.len() > MAX_BASE_SORT_KEY_BYTES {
+        return Err(KeyError::SortKeyTooLong {
+            bytes: sk.len(),
+            max: MAX_BASE_SORT_KEY_BYTES,
+            head: head(sk),
+        });
+    }
+    Ok(())
+}
+
+/// Joins components with `#` into one preallocated string.
+pub(crate) fn join(parts: &[&str]) -> String {
+    let len = parts.iter().map(|p| p.len() + 1).sum::<usize>();
+    let mut out = String::with_capacity(len);
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push(KEY_SEPARATOR);
+        }
+        out.push_str(p);
+    }
+    out
+}
+
+/// A 1-based position label such as `part 3`, formatted only on error.
+pub(crate) struct Nth<'a>(pub &'a str, pub usize);
+
+impl Display for Nth<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.0, self.1 + 1)
+    }
+}

@@ -1,0 +1,335 @@
+//! The one error type of the HTTP functions, [`ApiError`], and the RFC 9457 problem document it
+//! becomes.
+//!
+//! Every refusal the command and query handlers give is an [`ApiError`]; HTTP status codes are chosen
+//! here and nowhere else. [`ApiError::into_response`] renders the error as
+//! `application/problem+json` with `type`, `title`, `status`, `detail` and the request id, plus the
+//! extension members that help a client act on it (`field`, `currentVersion`).
+//!
+//! ```
+//! use cqrs_problem::ApiError;
+//!
+//! let error = ApiError::bad_field("version", "expected an integer");
+//! assert_eq!(error.status(), 400);
+//! let problem = error.problem("req-1");
+//! assert_eq!(problem.problem_type, "urn:cqrs:problem:invalid-field");
+//! assert_eq!(problem.field.as_deref(), Some("version"));
+//! ```
+#![forbid(unsafe_code)]
+
+use lambda_http::{Body, Response, http::header::CONTENT_TYPE};
+use serde::Serialize;
+
+/// The media type of a problem document (RFC 9457).
+///
+/// ```
+/// assert_eq!(cqrs_problem::PROBLEM_CONTENT_TYPE, "application/problem+json");
+/// ```
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+/// Everything an HTTP function can answer instead of success.
+///
+/// Each variant says how a caller handles it; [`ApiError::status`] gives the HTTP status.
+///
+/// ```
+/// use cqrs_problem::ApiError;
+///
+/// let conflict = ApiError::VersionConflict {
+///     detail: "version 4 of PRODUCT#t1/p1 already exists".into(),
+///     current_version: Some(4),
+/// };
+/// assert_eq!(conflict.status(), 409);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// 400: the request is malformed (body, query, path). Fix the request; `field` names the culprit.
+    #[error("{detail}")]
+    BadRequest {
+        /// What is wrong, in words a client developer understands.
+        detail: String,
+        /// The field, parameter or header at fault, when one is.
+        field: Option<String>,
+    },
+    /// 401: no caller could be established (no JWT claims, or no local caller headers).
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// 403: the caller is known but may not touch this tenant or key. Do not retry.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: no such item, version or route.
+    #[error("{0}")]
+    NotFound(String),
+    /// 405: the route exists but not with this method.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// 409: the version written already exists (a lost race, or a stale `version`). Re-read the
+    /// item (its current version is given where known) and decide again.
+    #[error("{detail}")]
+    VersionConflict {
+        /// What conflicted.
+        detail: String,
+        /// The newest version stored, when it could be read.
+        current_version: Option<i64>,
+    },
+    /// 413: the item the request would create is over DynamoDB's 400 KB limit.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 415: the body is not JSON.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 422: the `Idempotency-Key` was already used with a different request. Use a new key.
+    #[error("{0}")]
+    IdempotencyKeyReused(String),
+    /// 503: the store throttled or was unavailable after retries. Retry later with the same
+    /// `Idempotency-Key`.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: a fault of ours. The detail is logged, never shown to the caller.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A 400 about one field of the request.
+    ///
+    /// ```
+    /// let e = cqrs_problem::ApiError::bad_field("pk", "must not be empty");
+    /// assert_eq!(e.to_string(), "pk: must not be empty");
+    /// ```
+    pub fn bad_field(field: impl Into<String>, detail: impl std::fmt::Display) -> Self {
+        let field = field.into();
+        ApiError::BadRequest {
+            detail: format!("{field}: {detail}"),
+            field: Some(field),
+        }
+    }
+
+    /// A 400 about the request as a whole.
+    ///
+    /// ```
+    /// let e = cqrs_problem::ApiError::bad_request("the body is empty");
+    /// assert_eq!(e.status(), 400);
+    /// ```
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            detail: detail.into(),
+            field: None,
+        }
+    }
+
+    /// The HTTP status this error becomes.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_problem::ApiError::Forbidden("no".into()).status(), 403);
+    /// ```
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::BadRequest { .. } => 400,
+            ApiError::Unauthenticated(_) => 401,
+            ApiError::Forbidden(_) => 403,
+            ApiError::NotFound(_) => 404,
+            ApiError::MethodNotAllowed(_) => 405,
+            ApiError::VersionConflict { .. } => 409,
+            ApiError::PayloadTooLarge(_) => 413,
+            ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::IdempotencyKeyReused(_) => 422,
+            ApiError::Internal(_) => 500,
+            ApiError::Unavailable(_) => 503,
+        }
+    }
+
+    /// The problem `type` URI and `title` of this error.
+    ///
+    /// ```
+    /// let (uri, title) = cqrs_problem::ApiError::NotFound("x".into()).kind();
+    /// assert_eq!(uri, "urn:cqrs:problem:not-found");
+    /// assert_eq!(title, "Not found");
+    /// ```
+    pub fn kind(&self) -> (&'static str, &'static str) {
+        match self {
+            ApiError::BadRequest { field: Some(_), .. } => {
+                ("urn:cqrs:problem:invalid-field", "Invalid field")
+            }
+            ApiError::BadRequest { field: None, .. } => {
+                ("urn:cqrs:problem:bad-request", "Bad request")
+            }
+            ApiError::Unauthenticated(_) => ("urn:cqrs:problem:unauthenticated", "No caller"),
+            ApiError::Forbidden(_) => ("urn:cqrs:problem:forbidden", "Forbidden"),
+            ApiError::NotFound(_) => ("urn:cqrs:problem:not-found", "Not found"),
+            ApiError::MethodNotAllowed(_) => {
+                ("urn:cqrs:problem:method-not-allowed", "Method not allowed")
+            }
+            ApiError::VersionConflict { .. } => {
+                ("urn:cqrs:problem:version-conflict", "Version conflict")
+            }
+            ApiError::PayloadTooLarge(_) => ("urn:cqrs:problem:item-too-large", "Item too large"),
+            ApiError::UnsupportedMediaType(_) => (
+                "urn:cqrs:problem:unsupported-media-type",
+                "Unsupported media type",
+            ),
+            ApiError::IdempotencyKeyReused(_) => (
+                "urn:cqrs:problem:idempotency-key-reused",
+                "Idempotency key reused",
+            ),
+            ApiError::Unavailable(_) => ("urn:cqrs:problem:store-unavailable", "Store unavailable"),
+            ApiError::Internal(_) => ("urn:cqrs:problem:internal", "Internal error"),
+        }
+    }
+
+    /// The problem document of this error, for the request `request_id`.
+    ///
+    /// An internal error's detail stays in the logs; the caller sees only the request id to quote.
+    ///
+    /// ```
+    /// let p = cqrs_problem::ApiError::Internal("db exploded".into()).problem("r-9");
+    /// assert!(!p.detail.contains("exploded"));
+    /// assert_eq!(p.request_id, "r-9");
+    /// ```
+    pub fn problem(&self, request_id: &str) -> Problem {
+        let (problem_type, title) = self.kind();
+        let detail = match self {
+            ApiError::Internal(_) => format!(
+                "the request failed on our side; quote request id {request_id} when reporting it"
+            ),
+            other => other.to_string(),
+        };
+        Problem {
+            problem_type: problem_type.to_string(),
+            title: title.to_string(),
+            status: self.status(),
+            detail,
+            request_id: request_id.to_string(),
+            field: match self {
+                ApiError::BadRequest { field, .. } => field.clone(),
+                _ => None,
+            },
+            current_version: match self {
+                ApiError::VersionConflict {
+                    current_version, ..
+                } => *current_version,
+                _ => None,
+            },
+        }
+    }
+
+    /// The HTTP response: the status and the problem document as `application/problem+json`.
+    ///
+    /// ```
+    /// let response = cqrs_problem::ApiError::NotFound("no item".into()).into_response("r-1");
+    /// assert_eq!(response.status(), 404);
+    /// assert_eq!(response.headers()["content-type"], "application/problem+json");
+    /// ```
+    pub fn into_response(self, request_id: &str) -> Response<Body> {
+        let problem = self.problem(request_id);
+        let body = serde_json::to_string(&problem).unwrap_or_else(|_| {
+            // Serialising plain strings and numbers cannot fail; keep a valid document anyway.
+            format!(
+                r#"{{"status":{},"title":"Internal error"}}"#,
+                problem.status
+            )
+        });
+        let mut response = Response::new(Body::Text(body));
+        *response.status_mut() = lambda_http::http::StatusCode::from_u16(problem.status)
+            .unwrap_or(lambda_http::http::StatusCode::INTERNAL_SERVER_ERROR);
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            lambda_http::http::HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
+        );
+        response
+    }
+}
+
+/// An RFC 9457 problem document, as serialised to the client.
+///
+/// ```
+/// let p = cqrs_problem::ApiError::bad_request("empty body").problem("r-2");
+/// let json = serde_json::to_value(&p).unwrap();
+/// assert_eq!(json["type"], "urn:cqrs:problem:bad-request");
+/// assert_eq!(json["status"], 400);
+/// assert_eq!(json["requestId"], "r-2");
+/// assert!(json.get("field").is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// A URI naming the kind of problem (`urn:cqrs:problem:...`).
+    #[serde(rename = "type")]
+    pub problem_type: String,
+    /// A short, fixed summary of the kind.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What went wrong with this request.
+    pub detail: String,
+    /// The request id, to find the request in the logs.
+    pub request_id: String,
+    /// The field, parameter or header at fault (400 only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The newest stored version (409 only, where known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_version: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all() -> Vec<ApiError> {
+        vec![
+            ApiError::bad_field("f", "x"),
+            ApiError::bad_request("x"),
+            ApiError::Unauthenticated("x".into()),
+            ApiError::Forbidden("x".into()),
+            ApiError::NotFound("x".into()),
+            ApiError::MethodNotAllowed("x".into()),
+            ApiError::VersionConflict {
+                detail: "x".into(),
+                current_version: Some(3),
+            },
+            ApiError::PayloadTooLarge("x".into()),
+            ApiError::UnsupportedMediaType("x".into()),
+            ApiError::IdempotencyKeyReused("x".into()),
+            ApiError::Unavailable("x".into()),
+            ApiError::Internal("x".into()),
+        ]
+    }
+
+    #[test]
+    fn every_error_renders_a_complete_problem_document() {
+        for error in all() {
+            let status = error.status();
+            let response = error.clone().into_response("req");
+            assert_eq!(response.status().as_u16(), status, "{error:?}");
+            let Body::Text(text) = response.body() else {
+                panic!("problem body is not text")
+            };
+            let json: serde_json::Value = serde_json::from_str(text).unwrap();
+            for member in ["type", "title", "status", "detail", "requestId"] {
+                assert!(json.get(member).is_some(), "{member} missing for {error:?}");
+            }
+            assert_eq!(json["status"], status);
+        }
+    }
+
+    #[test]
+    fn kinds_are_distinct() {
+        let mut kinds: Vec<_> = all().iter().map(|e| e.kind().0).collect();
+        kinds.sort();
+        kinds.dedup();
+        assert_eq!(kinds.len(), all().len());
+    }
+
+    #[test]
+    fn conflict_carries_the_current_version() {
+        let p = ApiError::VersionConflict {
+            detail: "v".into(),
+            current_version: Some(7),
+        }
+        .problem("r");
+        assert_eq!(
+            serde_json::to_value(&p).unwrap()["currentVersion"],
+            serde_json::json!(7)
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! The DynamoDB store: every DynamoDB expression of the project lives in this crate.
+//!
+//! [`Store`] holds one client (built once per cold start) and the [`Tables`] it works on. Each
+//! module owns the operations of one side of the product:
+//!
+//! - [`command`]: versions in the command table, written with one conditional put each, and
+//!   idempotency records.
+//!
+//! Storage failures are translated once, here, into [`StoreError`]: a failed
+//! `attribute_not_exists` becomes [`StoreError::AlreadyExists`], throttling
+//! [`StoreError::Throttled`]; no caller ever matches on SDK types.
+//!
+//! ```
+//! use cqrs_store::Tables;
+//!
+//! let tables = Tables::from_lookup(|name| match name {
+//!     "COMMAND_TABLE" => Some("cqrs-command".into()),
+//!     "DATA_TABLE" => Some("cqrs-data".into()),
+//!     "HISTORY_TABLE" => Some("cqrs-history".into()),
+//!     "IDEMPOTENCY_TABLE" => Some("cqrs-idempotency".into()),
+//!     _ => None,
+//! })
+//! .unwrap();
+//! assert_eq!(tables.command, "cqrs-command");
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod command;
+
+use aws_sdk_dynamodb::{Client, error::ProvideErrorMetadata, error::SdkError};
+
+pub use command::IdempotencyRecord;
+
+/// The names of the tables the functions use.
+///
+/// ```
+/// let tables = cqrs_store::Tables::new("c", "d", "h", "i");
+/// assert_eq!(tables.history, "h");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tables {
+    /// Every version of every item, `sk@version` (`COMMAND_TABLE`).
+    pub command: String,
+    /// The latest version of every item, `sk` without version (`DATA_TABLE`).
+    pub data: String,
+    /// Every version, projected by data-sync (`HISTORY_TABLE`).
+    pub history: String,
+    /// Idempotency records of the command handler (`IDEMPOTENCY_TABLE`).
+    pub idempotency: String,
+}
+
+impl Tables {
+    /// Tables with these names.
+    ///
+    /// ```
+    /// let t = cqrs_store::Tables::new("c", "d", "h", "i");
+    /// assert_eq!(t.idempotency, "i");
+    /// ```
+    pub fn new(
+        command: impl Into<String>,
+        data: impl Into<String>,
+        history: impl Into<String>,
+        idempotency: impl Into<String>,
+    ) -> Self {
+        Tables {
+            command: command.into(),
+            data: data.into(),
+            history: history.into(),
+            idempotency: idempotency.into(),
+        }
+    }
+
+    /// Reads the table names from the environment (`COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`,
+    /// `IDEMPOTENCY_TABLE`); a missing or empty one is an error that names it.
+    ///
+    /// ```
+    /// // The doctest environment sets none of them.
+    /// let err = cqrs_store::Tables::from_env().unwrap_err();
+    /// assert!(err.to_string().contains("COMMAND_TABLE"));
+    /// ```
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the table names through `lookup` (the environment in production, a map in tests).
+    ///
+    /// ```
+    /// let err = cqrs_store::Tables::from_lookup(|_| Some(" ".into())).unwrap_err();
+    /// assert!(err.to_string().contains("COMMAND_TABLE"));
+    /// ```
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &'static str| {
+            lookup(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .ok_or(ConfigError::MissingVariable(name))
+        };
+        Ok(Tables {
+            command: get("COMMAND_TABLE")?,
+            data: get("DATA_TABLE")?,
+            history: get("HISTORY_TABLE")?,
+            idempotency: get("IDEMPOTENCY_TABLE")?,
+        })
+    }
+}
+
+/// A configuration problem found at start-up; the function stops with this message.
+///
+/// ```
+/// let e = cqrs_store::ConfigError::MissingVariable("DATA_TABLE");
+/// assert_eq!(e.to_string(), "environment variable DATA_TABLE is missing or empty");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required environment variable is not set.
+    #[error("environment variable {0} is missing or empty")]
+    MissingVariable(&'static str),
+}
+
+/// What can go wrong in the store, translated from the SDK once.
+///
+/// ```
+/// let e = cqrs_store::StoreError::AlreadyExists { pk: "P#t".into(), sk: "a@1".into() };
+/// assert!(e.to_string().contains("a@1"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The conditional put found the key taken: the version exists (a lost race). The HTTP side
+    /// answers 409.
+    #[error("{pk} / {sk} already exists")]
+    AlreadyExists {
+        /// The partition key written.
+        pk: String,
+        /// The sort key written.
+        sk: String,
+    },
+    /// The idempotency key was taken by a concurrent request between our read and our write. Read
+    /// the record again and answer from it.
+    #[error("idempotency key {0:?} was taken by a concurrent request")]
+    IdempotencyKeyTaken(String),
+    /// DynamoDB throttled the request after the SDK's retries. Retry later.
+    #[error("DynamoDB throttled the request: {0}")]
+    Throttled(String),
+    /// A stored item does not have the item shape.
+    #[error(transparent)]
+    Conversion(#[from] cqrs_item::ConversionError),
+    /// Any other DynamoDB or transport failure.
+    #[error("DynamoDB request failed: {0}")]
+    Dynamo(String),
+}
+
+impl StoreError {
+    /// Whether trying the same operation again later may succeed (throttling, transport).
+    ///
+    /// ```
+    /// assert!(cqrs_store::StoreError::Throttled("x".into()).is_transient());
+    /// assert!(!cqrs_store::StoreError::IdempotencyKeyTaken("k".into()).is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Throttled(_) | StoreError::Dynamo(_))
+    }
+}
+
+const THROTTLING_CODES: [&str; 4] = [
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "ThrottlingException",
+    "TransactionInProgressException",
+];
+
+/// Translates an SDK failure that is neither a condition failure nor a cancelled transaction.
+pub(crate) fn sdk_error<E, R>(operation: &str, error: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let code = error.code().map(str::to_string);
+    let message = format!(
+        "{operation}: {}",
+        aws_sdk_dynamodb::error::DisplayErrorContext(&error)
+    );
+    match code.as_deref() {
+        Some(code) if THROTTLING_CODES.contains(&code) => StoreError::Throttled(message),
+        _ => StoreError::Dynamo(message),
+    }
+}
+
+/// The DynamoDB store of the three functions: one client, the table names, and the operations in
+/// this crate's modules.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = aws_config::load_from_env().await;
+/// let store = cqrs_store::Store::new(
+///     aws_sdk_dynamodb::Client::new(&config),
+///     cqrs_store::Tables::from_env()?,
+/// );
+/// let latest = store.latest_command_version("PRODUCT#t1", "P001").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Store {
+    client: Client,
+    tables: Tables,
+}
+
+impl Store {
+    /// A store over `client` and `tables`.
+    ///
+    /// ```no_run
+    /// # async fn example() {
+    /// let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
+    /// let store = cqrs_store::Store::new(client, cqrs_store::Tables::new("c", "d", "h", "i"));
+    /// assert_eq!(store.tables().data, "d");
+    /// # }
+    /// ```
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Store { client, tables }
+    }
+
+    /// The table names this store works on.
+    ///
+    /// ```no_run
+    /// # fn example(store: &cqrs_store::Store) {
+    /// println!("{}", store.tables().command);
+    /// # }
+    /// ```
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// The DynamoDB client.
+    ///
+    /// ```no_run
+    /// # fn example(store: &cqrs_store::Store) {
+    /// let _client = store.client().clone();
+    /// # }
+    /// ```
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}

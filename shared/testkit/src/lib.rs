@@ -1,0 +1,37 @@
+//! Test support for the CQRS workspace: DynamoDB Local clients and tables
+//! created from the workspace's `template.yaml`.
+//!
+//! Integration tests of other crates use it as a dev-dependency:
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let tables = cqrs_testkit::fresh_tables().await; // unique names per call
+//! let client = &tables.client;
+//! let arn = tables.command_stream_arn().await;
+//! let streams = cqrs_testkit::streams_client().await;
+//! # let _ = (client, arn, streams);
+//! # }
+//! ```
+//!
+//! The tests must run with DynamoDB Local started by
+//! `scripts/dynamodb-local.sh` (the project's `make test` does it), which
+//! exports `AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:<port>`. Without it the
+//! helpers panic with instructions; with a non-local endpoint they refuse to
+//! run, so no test ever reaches AWS.
+//!
+//! Modules:
+//! - [`endpoint`]: the endpoint, the local-only check, SDK clients.
+//! - [`template`]: `template.yaml` → [`template::TableSpec`] (no I/O besides
+//!   reading the file; usable by a local-stack binary).
+//! - [`tables`]: create a [`template::TableSpec`] with the SDK, wait for
+//!   `ACTIVE`, read streams.
+//! - [`fixtures`]: [`TestTables`] and [`fresh_tables`].
+
+pub mod endpoint;
+pub mod fixtures;
+pub mod tables;
+pub mod template;
+
+pub use endpoint::{client, streams_client};
+pub use fixtures::{TestTables, fresh_tables};
+pub use template::TableSpec;
