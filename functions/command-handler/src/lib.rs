@@ -19,13 +19,12 @@
 pub mod input;
 pub mod publish;
 
-use cqrs_caller::{Caller, CallerMode};
+use cqrs_caller::{Caller, CallerMode, request_id, request_path, source_ip};
 use cqrs_problem::ApiError;
 use cqrs_store::{IdempotencyRecord, Store};
 use lambda_http::{
-    Body, Request, RequestExt, Response,
+    Body, Request, Response,
     http::{HeaderValue, Method, StatusCode, header},
-    request::RequestContext,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -206,40 +205,6 @@ fn accepted(body: &Accepted, replayed: bool) -> Response<Body> {
         headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     response
-}
-
-/// The path of the request as the client sent it.
-fn request_path(request: &Request) -> String {
-    let raw = request.raw_http_path();
-    if raw.is_empty() {
-        request.uri().path().to_string()
-    } else {
-        raw.to_string()
-    }
-}
-
-/// The request id: the Lambda invocation's, else API Gateway's.
-fn request_id(request: &Request) -> String {
-    if let Some(context) = request.lambda_context_ref()
-        && !context.request_id.is_empty()
-    {
-        return context.request_id.clone();
-    }
-    match request.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(context)) => {
-            context.request_id.clone().unwrap_or_default()
-        }
-        _ => String::new(),
-    }
-}
-
-fn source_ip(request: &Request) -> String {
-    match request.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(context)) => {
-            context.http.source_ip.clone().unwrap_or_default()
-        }
-        _ => String::new(),
-    }
 }
 
 /// The body as JSON text: present, UTF-8, and JSON if a content type is given.

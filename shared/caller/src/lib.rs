@@ -1,4 +1,4 @@
-//! Who is calling, and which tenants they may read and write.
+//! Who is calling, from where, and which tenants they may read and write.
 //!
 //! In AWS the caller comes from the HTTP API's JWT authorizer: the claims `sub`, `custom:tenant`
 //! and `custom:roles`. Only with `CALLER_MODE=local` (local runs, never the SAM template) does it
@@ -250,6 +250,60 @@ impl Caller {
                 "CALLER_MODE=local needs the x-tenant-code and x-user-id headers".into(),
             )),
         }
+    }
+}
+
+/// The request id of `request`: the Lambda invocation's, else API Gateway's, else empty.
+///
+/// ```
+/// let request = lambda_http::http::Request::new(lambda_http::Body::Empty);
+/// assert_eq!(cqrs_caller::request_id(&request), "");
+/// ```
+pub fn request_id(request: &Request) -> String {
+    if let Some(context) = request.lambda_context_ref()
+        && !context.request_id.is_empty()
+    {
+        return context.request_id.clone();
+    }
+    match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => {
+            context.request_id.clone().unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The address the request came from (API Gateway's `sourceIp`), or empty.
+///
+/// ```
+/// let request = lambda_http::http::Request::new(lambda_http::Body::Empty);
+/// assert_eq!(cqrs_caller::source_ip(&request), "");
+/// ```
+pub fn source_ip(request: &Request) -> String {
+    match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => {
+            context.http.source_ip.clone().unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The path of the request as the client sent it, still percent-encoded: API Gateway's `rawPath`,
+/// else the URI's path.
+///
+/// ```
+/// let request = lambda_http::http::Request::builder()
+///     .uri("/items/PRODUCT%23t1")
+///     .body(lambda_http::Body::Empty)
+///     .unwrap();
+/// assert_eq!(cqrs_caller::request_path(&request), "/items/PRODUCT%23t1");
+/// ```
+pub fn request_path(request: &Request) -> String {
+    let raw = request.raw_http_path();
+    if raw.is_empty() {
+        request.uri().path().to_string()
+    } else {
+        raw.to_string()
     }
 }
 

@@ -5,6 +5,8 @@
 //!
 //! - [`command`]: versions in the command table, written with one conditional put each, and
 //!   idempotency records.
+//! - [`projection`]: data-sync's writes into the data and history tables.
+//! - [`query`]: the reads of the query handler.
 //!
 //! Storage failures are translated once, here, into [`StoreError`]: a failed
 //! `attribute_not_exists` becomes [`StoreError::AlreadyExists`], throttling
@@ -26,6 +28,8 @@
 #![forbid(unsafe_code)]
 
 pub mod command;
+pub mod projection;
+pub mod query;
 
 use aws_sdk_dynamodb::{Client, error::ProvideErrorMetadata, error::SdkError};
 

@@ -1,0 +1,1 @@
+//! data-sync projection writes (being written).

@@ -1,0 +1,1 @@
+//! query-handler reads (being written).

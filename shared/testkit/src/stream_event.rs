@@ -1,0 +1,1 @@
+//! Stream records as Lambda events (being written).
