@@ -71,7 +71,12 @@ pub async fn publish_command(
         1
     };
     let mut last_conflict = None;
-    for _ in 0..attempts {
+    for attempt in 0..attempts {
+        if attempt > 0 {
+            // Lost a race for the latest version: let the winner's write settle, with jitter so
+            // that the losers do not collide again in lockstep.
+            tokio::time::sleep(backoff(attempt)).await;
+        }
         let base = load_base(store, input, mode).await?;
         let item = build_item(input, mode, base.as_ref(), audit)?;
         let record = idempotency.map(|r| IdempotencyRecord {
@@ -111,6 +116,18 @@ pub async fn publish_command(
         detail,
         current_version: current,
     })
+}
+
+/// A short, jittered pause before retry `attempt` (1-based): 5–10 ms, then 10–20 ms, ...
+fn backoff(attempt: usize) -> std::time::Duration {
+    let base = 5u64 << attempt.min(5);
+    let jitter = u64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default(),
+    ) % base;
+    std::time::Duration::from_millis(base / 2 + jitter / 2)
 }
 
 /// The stored version the command builds on: none for a create, version `N`, or the latest.
