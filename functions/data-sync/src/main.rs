@@ -1,3 +1,29 @@
-//! The `data-sync` Lambda function (filled in by its own issue).
+//! The `data-sync` Lambda function: wiring only. The DynamoDB client, the configuration and the
+//! sync targets are built once per cold start; every batch goes to [`data_sync::handle_event`].
+//!
+//! Configuration: `COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`, `IDEMPOTENCY_TABLE` (required,
+//! like every function of the project), `CHANGE_LOG_TABLE` (optional: enables the change-log
+//! target), `RUST_LOG` / `AWS_LAMBDA_LOG_LEVEL` / `AWS_LAMBDA_LOG_FORMAT`.
 
-fn main() {}
+use aws_lambda_events::event::dynamodb::Event;
+use cqrs_store::{Store, Tables};
+use data_sync::{DataSync, change_log::ChangeLog};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let tables = Tables::from_env()?;
+    let config = aws_config::load_from_env().await;
+    let store = Store::new(aws_sdk_dynamodb::Client::new(&config), tables);
+    let mut sync = DataSync::new(store.clone());
+    if let Some(change_log) = ChangeLog::from_env(&store) {
+        tracing::info!(table = change_log.table(), "change log enabled");
+        sync = sync.with_target(change_log);
+    }
+    let sync = &sync;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
+        data_sync::handle_event(sync, event).await
+    }))
+    .await
+}

@@ -142,6 +142,19 @@ pub enum StoreError {
     /// the record again and answer from it.
     #[error("idempotency key {0:?} was taken by a concurrent request")]
     IdempotencyKeyTaken(String),
+    /// A history row with this key holds different content than the version being projected.
+    /// Versions are immutable, so this cannot come from the command side: the history table was
+    /// written by something else, or the command table was recreated and reused the key. The
+    /// stored row is left as it is and data-sync reports the record as failed, so an operator sees
+    /// it (iterator age, the event source mapping's on-failure destination) instead of one of the
+    /// two contents being dropped silently.
+    #[error("history row {pk} / {sk} already holds different content for this version")]
+    HistoryConflict {
+        /// The partition key written.
+        pk: String,
+        /// The sort key (with version) written.
+        sk: String,
+    },
     /// DynamoDB throttled the request after the SDK's retries. Retry later.
     #[error("DynamoDB throttled the request: {0}")]
     Throttled(String),

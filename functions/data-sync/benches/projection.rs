@@ -1,0 +1,184 @@
+//! How fast data-sync projects a batch, against DynamoDB Local, beside the raw `PutItem` rate of
+//! the same server measured in the same run.
+//!
+//! ```sh
+//! source scripts/dynamodb-local.sh && ddb_local_install && ddb_local_start && trap ddb_local_stop EXIT
+//! cargo bench -p data-sync --bench projection
+//! ```
+//!
+//! 1 000 stream records (250 items, 4 versions each, interleaved as concurrent writers produce
+//! them) are written into a fresh command table, read back from its stream and turned into one
+//! Lambda event. Then, each on fresh tables:
+//!
+//! - raw `PutItem` of the same 1 000 items (data form), one at a time;
+//! - raw `PutItem` of the same items, [`data_sync::DEFAULT_CONCURRENCY`] in flight;
+//! - the projection of the batch ([`data_sync::DataSync::handle`]), which writes two items per
+//!   record (history and data), items concurrently, the versions of one item in order.
+//!
+//! The server is warmed up first with the same puts. It prints records per second for each and the ratios. Set `BENCH_RECORDS` to change the size.
+
+use std::time::{Duration, Instant};
+
+use cqrs_item::Item;
+use cqrs_keys::{add_sort_key_version, generate_id};
+use cqrs_store::{Store, Tables};
+use cqrs_testkit::TestTables;
+use data_sync::{DEFAULT_CONCURRENCY, DataSync};
+use futures::StreamExt;
+
+const VERSIONS: usize = 4;
+
+fn store(tables: &TestTables) -> Store {
+    Store::new(
+        tables.client.clone(),
+        Tables::new(
+            &tables.command,
+            &tables.data,
+            &tables.history,
+            &tables.idempotency,
+        ),
+    )
+}
+
+fn commands(records: usize) -> Vec<Item> {
+    let items = records.div_ceil(VERSIONS);
+    let mut commands = Vec::with_capacity(records);
+    'outer: for version in 1..=VERSIONS as i64 {
+        for n in 0..items {
+            if commands.len() == records {
+                break 'outer;
+            }
+            let base = format!("P{n:05}");
+            let mut item = Item::example();
+            item.sk = add_sort_key_version(&base, version);
+            item.id = generate_id(&item.pk, &base);
+            item.version = version;
+            item.name = format!("{base} v{version}");
+            commands.push(item);
+        }
+    }
+    commands
+}
+
+async fn raw_puts(tables: &TestTables, items: &[Item], concurrency: usize) -> Duration {
+    let started = Instant::now();
+    futures::stream::iter(items)
+        .map(|item| {
+            let attributes = item.clone().into_data_item().to_attributes().unwrap();
+            let mut attributes = attributes;
+            // Distinct keys, as the projection's history rows are.
+            attributes.insert(
+                "sk".into(),
+                aws_sdk_dynamodb::types::AttributeValue::S(item.sk.clone()),
+            );
+            tables
+                .client
+                .put_item()
+                .table_name(&tables.data)
+                .set_item(Some(attributes))
+                .send()
+        })
+        .buffer_unordered(concurrency)
+        .for_each(|result| {
+            result.expect("PutItem");
+            futures::future::ready(())
+        })
+        .await;
+    started.elapsed()
+}
+
+fn rate(records: usize, elapsed: Duration) -> f64 {
+    records as f64 / elapsed.as_secs_f64()
+}
+
+#[tokio::main]
+async fn main() {
+    if let Err(e) = cqrs_testkit::endpoint::local_endpoint() {
+        eprintln!("projection bench: {e}");
+        std::process::exit(2);
+    }
+    let records: usize = std::env::var("BENCH_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let commands = commands(records);
+
+    // The batch: the command table's own stream, as Lambda would deliver it.
+    let source = cqrs_testkit::fresh_tables().await;
+    let source_store = store(&source);
+    futures::stream::iter(&commands)
+        .map(|item| source_store.put_command(item, None))
+        .buffered(DEFAULT_CONCURRENCY)
+        .for_each(|result| {
+            result.expect("command write");
+            futures::future::ready(())
+        })
+        .await;
+    let stream = cqrs_testkit::tables::wait_for_stream_records(
+        &cqrs_testkit::streams_client().await,
+        &source.command_stream_arn().await,
+        records,
+        Duration::from_secs(120),
+    )
+    .await
+    .expect("stream records");
+    let event =
+        cqrs_testkit::stream_event::lambda_event(&stream, &source.command_stream_arn().await)
+            .expect("Lambda event");
+    assert_eq!(event.records.len(), records);
+
+    // Warm the server up (the JVM compiles its hot paths during the first thousands of requests),
+    // so that no measurement below pays for it.
+    raw_puts(
+        &cqrs_testkit::fresh_tables().await,
+        &commands,
+        DEFAULT_CONCURRENCY,
+    )
+    .await;
+    raw_puts(&cqrs_testkit::fresh_tables().await, &commands, 1).await;
+
+    let sequential = raw_puts(&cqrs_testkit::fresh_tables().await, &commands, 1).await;
+    let concurrent = raw_puts(
+        &cqrs_testkit::fresh_tables().await,
+        &commands,
+        DEFAULT_CONCURRENCY,
+    )
+    .await;
+
+    let tables = cqrs_testkit::fresh_tables().await;
+    let sync = DataSync::new(store(&tables));
+    let started = Instant::now();
+    let response = sync.handle(event).await;
+    let projection = started.elapsed();
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "projection failed: {response:?}"
+    );
+
+    let (seq, conc, proj) = (
+        rate(records, sequential),
+        rate(records, concurrent),
+        rate(records, projection),
+    );
+    println!(
+        "data-sync projection bench: {records} records ({} items x {VERSIONS} versions), DynamoDB Local at {}",
+        records.div_ceil(VERSIONS),
+        cqrs_testkit::endpoint::endpoint()
+    );
+    println!("  raw PutItem, sequential           {seq:8.0} puts/s    ({sequential:.2?})");
+    println!(
+        "  raw PutItem, {DEFAULT_CONCURRENCY} in flight         {conc:8.0} puts/s    ({concurrent:.2?})"
+    );
+    println!(
+        "  projection (2 writes per record)   {proj:8.0} records/s ({projection:.2?}), {:.0} writes/s",
+        proj * 2.0
+    );
+    println!(
+        "  ratio projection / raw sequential  {:8.2} (records per put)",
+        proj / seq
+    );
+    println!(
+        "  ratio projection / raw concurrent  {:8.2} (records per put; 0.5 = as fast as raw puts, given 2 writes per record)",
+        proj / conc
+    );
+}

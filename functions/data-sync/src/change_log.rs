@@ -1,0 +1,167 @@
+//! The example sync target: a per-tenant, per-month change log in time-series keys.
+//!
+//! For every projected version, [`ChangeLog`] writes one entry, once, into a table of your choice
+//! (`CHANGE_LOG_TABLE`; any table with string keys `pk` and `sk`, the data table included):
+//!
+//! ```text
+//! pk = LOG#<tenant>#<YYYY-MM>                    (cqrs_keys::TimeSeriesKey)
+//! sk = <updatedAt, ms, UTC>#<fnv64(item id) hex>-<version>
+//! ```
+//!
+//! so "what changed in tenant t1 in January, in order" is one `Query` on `LOG#t1#2026-01`. An entry
+//! has the item shape (type `LOG`, version 1), so when the log lives in the data table the query
+//! handler serves it like any other partition. Its `attributes` name the version:
+//! `itemId`, `pk`, `sk` (with version), `version`, `type`, `isDeleted`, `source`, `requestId`.
+//!
+//! The entry's key is a function of the item id and version, so a replayed record finds its entry
+//! already written and succeeds; an entry with the same key but another item is refused
+//! (a record failure).
+
+use chrono::{DateTime, Utc};
+use cqrs_item::Item;
+use cqrs_keys::{LOG_PK_PREFIX, TimeSeriesKey, fnv1a_64};
+use cqrs_store::{Store, projection::PutIfAbsent};
+use futures::future::{BoxFuture, FutureExt};
+use serde_json::{Map, Value};
+
+use crate::target::{Change, SyncTarget, TargetError};
+
+/// The environment variable naming the change log's table; data-sync runs the change log only when
+/// it is set.
+pub const CHANGE_LOG_TABLE_ENV: &str = "CHANGE_LOG_TABLE";
+
+/// Writes a per-tenant time-series log of every version (see the [module docs](self)).
+///
+/// ```no_run
+/// # async fn wire(store: cqrs_store::Store) {
+/// use data_sync::{DataSync, change_log::ChangeLog};
+/// let sync = DataSync::new(store.clone()).with_target(ChangeLog::new(store, "cqrs-change-log"));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ChangeLog {
+    store: Store,
+    table: String,
+}
+
+impl ChangeLog {
+    /// A change log written through `store` into `table`.
+    ///
+    /// ```no_run
+    /// # fn wire(store: cqrs_store::Store) {
+    /// let log = data_sync::change_log::ChangeLog::new(store, "cqrs-change-log");
+    /// assert_eq!(log.table(), "cqrs-change-log");
+    /// # }
+    /// ```
+    pub fn new(store: Store, table: impl Into<String>) -> Self {
+        ChangeLog {
+            store,
+            table: table.into(),
+        }
+    }
+
+    /// A change log into the table named by `CHANGE_LOG_TABLE`, or `None` when it is unset or
+    /// empty.
+    ///
+    /// ```no_run
+    /// # fn wire(store: cqrs_store::Store) {
+    /// if let Some(log) = data_sync::change_log::ChangeLog::from_env(&store) {
+    ///     println!("change log into {}", log.table());
+    /// }
+    /// # }
+    /// ```
+    pub fn from_env(store: &Store) -> Option<Self> {
+        std::env::var(CHANGE_LOG_TABLE_ENV)
+            .ok()
+            .map(|table| table.trim().to_string())
+            .filter(|table| !table.is_empty())
+            .map(|table| ChangeLog::new(store.clone(), table))
+    }
+
+    /// The table the log is written to.
+    ///
+    /// ```no_run
+    /// # fn f(log: &data_sync::change_log::ChangeLog) {
+    /// println!("{}", log.table());
+    /// # }
+    /// ```
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+}
+
+/// The log entry of `change`: its key from the version's `updatedAt` (or, when that is not an
+/// RFC 3339 time, the stream record's creation time), the tenant and the item id and version.
+///
+/// ```
+/// let entry = data_sync::change_log::entry(&data_sync::Change::example()).unwrap();
+/// assert_eq!(entry.pk, "LOG#t1#2026-01");
+/// assert!(entry.sk.starts_with("2026-01-01T00:00:00.000Z#"));
+/// assert!(entry.sk.ends_with("-1"));
+/// assert_eq!(entry.attributes["itemId"], "PRODUCT#t1#P001");
+/// ```
+pub fn entry(change: &Change) -> Result<Item, TargetError> {
+    let item = &change.item;
+    let time = DateTime::parse_from_rfc3339(&item.updated_at)
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or(change.approximate_creation);
+    let event_id = format!("{:016x}-{}", fnv1a_64(item.id.as_bytes()), item.version);
+    let key = TimeSeriesKey::new(&item.tenant_code, &time, &event_id)?;
+    let (pk, sk) = (key.pk(), key.sk());
+
+    let mut attributes = Map::new();
+    attributes.insert("itemId".into(), Value::from(item.id.clone()));
+    attributes.insert("pk".into(), Value::from(item.pk.clone()));
+    attributes.insert("sk".into(), Value::from(item.sk.clone()));
+    attributes.insert("version".into(), Value::from(item.version));
+    attributes.insert("type".into(), Value::from(item.item_type.clone()));
+    attributes.insert("isDeleted".into(), Value::from(item.is_deleted));
+    attributes.insert("source".into(), Value::from(item.source.clone()));
+    attributes.insert("requestId".into(), Value::from(item.request_id.clone()));
+    Ok(Item {
+        id: key.id(),
+        code: item.code.clone(),
+        name: item.name.clone(),
+        version: 1,
+        tenant_code: item.tenant_code.clone(),
+        item_type: LOG_PK_PREFIX.into(),
+        is_deleted: false,
+        seq: None,
+        ttl: None,
+        attributes,
+        source: "data-sync".into(),
+        request_id: item.request_id.clone(),
+        created_at: item.updated_at.clone(),
+        created_by: item.updated_by.clone(),
+        created_ip: item.updated_ip.clone(),
+        updated_at: item.updated_at.clone(),
+        updated_by: item.updated_by.clone(),
+        updated_ip: item.updated_ip.clone(),
+        cpk: None,
+        csk: None,
+        pk,
+        sk,
+    })
+}
+
+impl SyncTarget for ChangeLog {
+    fn name(&self) -> &str {
+        "change-log"
+    }
+
+    fn apply<'a>(&'a self, change: &'a Change) -> BoxFuture<'a, Result<(), TargetError>> {
+        async move {
+            let entry = entry(change)?;
+            match self.store.put_if_absent(&self.table, &entry).await? {
+                PutIfAbsent::Written => Ok(()),
+                PutIfAbsent::Present(stored) if stored.attributes == entry.attributes => Ok(()),
+                PutIfAbsent::Present(stored) => Err(format!(
+                    "change log entry {} / {} already logs {}",
+                    entry.pk, entry.sk, stored.attributes["sk"]
+                )
+                .into()),
+            }
+        }
+        .boxed()
+    }
+}

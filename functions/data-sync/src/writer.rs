@@ -1,0 +1,80 @@
+//! The projection writes data-sync needs, behind a trait: the handler takes a
+//! `dyn ProjectionWriter`, production passes [`cqrs_store::Store`], tests wrap it (e.g. with a fault
+//! injector) without touching the handler.
+
+use cqrs_item::Item;
+use cqrs_store::{
+    Store, StoreError,
+    projection::{DataWrite, HistoryWrite},
+};
+use futures::future::BoxFuture;
+
+/// The two writes of every projected version. Both must be idempotent and order-insensitive: a
+/// stream delivers records at least once, and a retried batch replays records already applied.
+///
+/// [`Store`] implements it with [`Store::put_data_if_newer`] and [`Store::put_history`].
+///
+/// ```
+/// use cqrs_item::Item;
+/// use cqrs_store::{StoreError, projection::{DataWrite, HistoryWrite}};
+/// use data_sync::ProjectionWriter;
+/// use futures::future::{BoxFuture, FutureExt};
+///
+/// /// Accepts everything and writes nothing (e.g. a dry run).
+/// struct DryRun;
+///
+/// impl ProjectionWriter for DryRun {
+///     fn put_data_if_newer<'a>(&'a self, _: &'a Item) -> BoxFuture<'a, Result<DataWrite, StoreError>> {
+///         async { Ok(DataWrite::Written) }.boxed()
+///     }
+///     fn put_history<'a>(&'a self, _: &'a Item) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> {
+///         async { Ok(HistoryWrite::Written) }.boxed()
+///     }
+/// }
+/// let sync = data_sync::DataSync::new(DryRun);
+/// ```
+pub trait ProjectionWriter: Send + Sync {
+    /// Writes the data-table form of the command item `item` unless the data table already holds
+    /// this version or a newer one.
+    fn put_data_if_newer<'a>(
+        &'a self,
+        item: &'a Item,
+    ) -> BoxFuture<'a, Result<DataWrite, StoreError>>;
+
+    /// Writes the command item `item` into the history table, once.
+    fn put_history<'a>(&'a self, item: &'a Item)
+    -> BoxFuture<'a, Result<HistoryWrite, StoreError>>;
+}
+
+impl ProjectionWriter for Store {
+    fn put_data_if_newer<'a>(
+        &'a self,
+        item: &'a Item,
+    ) -> BoxFuture<'a, Result<DataWrite, StoreError>> {
+        Box::pin(Store::put_data_if_newer(self, item))
+    }
+
+    fn put_history<'a>(
+        &'a self,
+        item: &'a Item,
+    ) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> {
+        Box::pin(Store::put_history(self, item))
+    }
+}
+
+/// A shared writer, e.g. one a test keeps a handle on to inspect afterwards.
+impl<W: ProjectionWriter + ?Sized> ProjectionWriter for std::sync::Arc<W> {
+    fn put_data_if_newer<'a>(
+        &'a self,
+        item: &'a Item,
+    ) -> BoxFuture<'a, Result<DataWrite, StoreError>> {
+        (**self).put_data_if_newer(item)
+    }
+
+    fn put_history<'a>(
+        &'a self,
+        item: &'a Item,
+    ) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> {
+        (**self).put_history(item)
+    }
+}

@@ -1,0 +1,214 @@
+//! The local stream mapping's delivery rules, with a scripted function standing in for data-sync:
+//! resume from the lowest reported failure, retry a failed invocation, split a batch that keeps
+//! failing, and send a record that fails every retry to the on-failure destination without
+//! blocking the records after it. The last test reads a real stream from DynamoDB Local.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::time::Duration;
+
+use aws_sdk_dynamodbstreams::types::{Record, StreamRecord};
+use local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
+
+fn record(sequence: u32) -> Record {
+    Record::builder()
+        .dynamodb(
+            StreamRecord::builder()
+                .sequence_number(format!("{sequence:021}"))
+                .build(),
+        )
+        .build()
+}
+
+fn seq(record: &Record) -> String {
+    record
+        .dynamodb()
+        .unwrap()
+        .sequence_number()
+        .unwrap()
+        .to_string()
+}
+
+/// A function that fails `poison` records every time, fails `flaky` records on their first
+/// delivery only, and errors as a whole on the first `crash_first` invocations.
+#[derive(Default)]
+struct Scripted {
+    poison: HashSet<String>,
+    flaky: RefCell<HashSet<String>>,
+    crash_first: RefCell<usize>,
+    batches: RefCell<Vec<Vec<String>>>,
+    applied: RefCell<Vec<String>>,
+}
+
+impl Invoke for Scripted {
+    async fn invoke(&self, records: &[Record]) -> Result<Vec<String>, InvokeError> {
+        let batch: Vec<String> = records.iter().map(seq).collect();
+        self.batches.borrow_mut().push(batch.clone());
+        if *self.crash_first.borrow() > 0 {
+            *self.crash_first.borrow_mut() -= 1;
+            return Err(InvokeError("crashed".into()));
+        }
+        let mut failed = Vec::new();
+        for s in batch {
+            if self.poison.contains(&s) || self.flaky.borrow_mut().remove(&s) {
+                failed.push(s);
+            } else if failed.is_empty() {
+                self.applied.borrow_mut().push(s);
+            }
+        }
+        Ok(failed)
+    }
+}
+
+fn config(dir: &tempdir::Dir) -> MapperConfig {
+    MapperConfig {
+        retry_backoff: Duration::from_millis(1),
+        failure_file: dir.path.join("failures.jsonl"),
+        ..MapperConfig::default()
+    }
+}
+
+mod tempdir {
+    pub struct Dir {
+        pub path: std::path::PathBuf,
+    }
+    impl Dir {
+        pub fn new(name: &str) -> Self {
+            let path =
+                std::env::temp_dir().join(format!("local-stack-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            Dir { path }
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_clean_batch_is_one_invocation() {
+    let dir = tempdir::Dir::new("clean");
+    let records: Vec<Record> = (1..=5).map(record).collect();
+    let function = Scripted::default();
+    let report = deliver(&function, "shard", &records, &config(&dir)).await;
+    assert_eq!((report.invocations, report.dead_lettered), (1, 0));
+    assert_eq!(function.applied.borrow().len(), 5);
+}
+
+#[tokio::test]
+async fn a_partial_failure_resumes_from_the_lowest_reported_record() {
+    let dir = tempdir::Dir::new("partial");
+    let records: Vec<Record> = (1..=6).map(record).collect();
+    let function = Scripted {
+        flaky: RefCell::new([seq(&records[3]), seq(&records[4])].into()),
+        ..Default::default()
+    };
+    let report = deliver(&function, "shard", &records, &config(&dir)).await;
+    let batches = function.batches.borrow();
+    assert_eq!(batches.len(), 2, "{batches:?}");
+    // The second invocation starts at the first failed record, not after the last one, and
+    // carries everything after it.
+    let expected: Vec<String> = records[3..].iter().map(seq).collect();
+    assert_eq!(batches[1], expected);
+    assert_eq!(report.dead_lettered, 0);
+    assert_eq!(function.applied.borrow().len(), 6);
+}
+
+#[tokio::test]
+async fn a_failed_invocation_retries_the_whole_batch() {
+    let dir = tempdir::Dir::new("crash");
+    let records: Vec<Record> = (1..=4).map(record).collect();
+    let function = Scripted {
+        crash_first: RefCell::new(2),
+        ..Default::default()
+    };
+    let report = deliver(&function, "shard", &records, &config(&dir)).await;
+    assert_eq!(report.invocations, 3);
+    assert!(function.batches.borrow().iter().all(|b| b.len() == 4));
+    assert_eq!(function.applied.borrow().len(), 4);
+}
+
+#[tokio::test]
+async fn a_poison_record_is_dead_lettered_and_does_not_block_the_rest() {
+    let dir = tempdir::Dir::new("poison");
+    let records: Vec<Record> = (1..=8).map(record).collect();
+    let poison = seq(&records[2]);
+    let function = Scripted {
+        poison: [poison.clone()].into(),
+        ..Default::default()
+    };
+    let config = config(&dir);
+    let report = deliver(&function, "shard-1", &records, &config).await;
+    assert_eq!(report.dead_lettered, 1);
+    let applied = function.applied.borrow();
+    let expected: Vec<String> = records.iter().map(seq).filter(|s| *s != poison).collect();
+    assert_eq!(*applied, expected, "every other record applied, in order");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&config.failure_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["sequenceNumber"], poison);
+    assert_eq!(lines[0]["shardId"], "shard-1");
+    println!(
+        "on-failure path: 1 poison record of {} dead-lettered after {} invocations, {} others applied",
+        records.len(),
+        report.invocations,
+        applied.len()
+    );
+}
+
+#[tokio::test]
+async fn a_function_that_always_crashes_dead_letters_each_record_once() {
+    let dir = tempdir::Dir::new("down");
+    let records: Vec<Record> = (1..=3).map(record).collect();
+    let function = Scripted {
+        crash_first: RefCell::new(usize::MAX),
+        ..Default::default()
+    };
+    let report = deliver(&function, "shard", &records, &config(&dir)).await;
+    assert_eq!(report.dead_lettered, 3, "nothing is lost silently");
+}
+
+#[tokio::test]
+async fn records_of_a_real_stream_are_read_in_order() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let tables = cqrs_testkit::fresh_tables().await;
+    for i in 0..7 {
+        tables
+            .client
+            .put_item()
+            .table_name(&tables.command)
+            .item("pk", AttributeValue::S("PRODUCT#t1".into()))
+            .item("sk", AttributeValue::S(format!("P@{}", i + 1)))
+            .send()
+            .await
+            .unwrap();
+    }
+    let arn = tables.command_stream_arn().await;
+    let mut reader =
+        local_stack::stream::StreamReader::new(cqrs_testkit::streams_client().await, &arn);
+    reader.refresh_shards().await.unwrap();
+    let mut read = Vec::new();
+    for _ in 0..50 {
+        for shard in reader.readable_shards(&HashSet::new()) {
+            read.extend(reader.read(&shard, 3).await.unwrap());
+        }
+        if read.len() >= 7 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let sks: Vec<String> = read
+        .iter()
+        .map(|r| match r.dynamodb().unwrap().keys().unwrap().get("sk") {
+            Some(aws_sdk_dynamodbstreams::types::AttributeValue::S(s)) => s.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sks, (1..=7).map(|i| format!("P@{i}")).collect::<Vec<_>>());
+}
