@@ -209,6 +209,7 @@ pub async fn streams_client_for(
     let shared = sdk_config_for(url).await?;
     let config = aws_sdk_dynamodbstreams::config::Builder::from(&shared)
         .endpoint_url(url.trim_end_matches('/'))
+        .interceptor(crate::local_quirks::EmptyMapFix)
         .build();
     Ok(aws_sdk_dynamodbstreams::Client::from_conf(config))
 }

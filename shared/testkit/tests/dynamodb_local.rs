@@ -206,3 +206,36 @@ async fn put_to_command_table_shows_up_as_insert_on_its_stream() {
     let again = tables.command_stream_records(1).await;
     assert_eq!(again.len(), 1);
 }
+
+/// DynamoDB Local's stream writes an empty map as an untyped `{}`; the testkit's streams client
+/// repairs it, so an item with empty maps can be read from the stream like any other.
+#[tokio::test]
+async fn empty_maps_come_out_of_the_stream_as_empty_maps() {
+    use aws_sdk_dynamodb::types::AttributeValue as Av;
+    use aws_sdk_dynamodbstreams::types::AttributeValue as StreamAv;
+    let tables = cqrs_testkit::fresh_tables().await;
+    let nested = Av::M([("inner".to_string(), Av::M(Default::default()))].into());
+    tables
+        .client
+        .put_item()
+        .table_name(&tables.command)
+        .item("pk", Av::S("PRODUCT#t1".into()))
+        .item("sk", Av::S("P@1".into()))
+        .item("attributes", Av::M(Default::default()))
+        .item("nested", nested)
+        .item("list", Av::L(vec![Av::M(Default::default())]))
+        .send()
+        .await
+        .unwrap();
+    let records = tables.command_stream_records(1).await;
+    let image = records[0].dynamodb().unwrap().new_image().unwrap();
+    assert_eq!(image["attributes"], StreamAv::M(Default::default()));
+    assert_eq!(
+        image["nested"],
+        StreamAv::M([("inner".to_string(), StreamAv::M(Default::default()))].into())
+    );
+    assert_eq!(
+        image["list"],
+        StreamAv::L(vec![StreamAv::M(Default::default())])
+    );
+}
