@@ -1,0 +1,146 @@
+//! End to end through the running local stack (`scripts/dev.sh up`): a command goes in over HTTP,
+//! the stream mapping feeds it to data-sync, and the query API shows it; then an update, a patch,
+//! the history, and the tenant wall.
+//!
+//! Ignored by plain `cargo test`: the test command starts the stack and runs it with
+//! `LOCAL_STACK_URL` set (`cargo test -p local-stack --test e2e -- --ignored`).
+
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+use serde_json::{Value, json};
+
+struct Api {
+    base: String,
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+}
+
+impl Api {
+    fn from_env() -> Self {
+        let base = std::env::var("LOCAL_STACK_URL")
+            .expect("LOCAL_STACK_URL (the running local stack, e.g. http://127.0.0.1:9000)");
+        Api {
+            base,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        tenant: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let request = hyper::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("x-tenant-code", tenant)
+            .header("x-user-id", "e2e-user")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(
+                body.map(|b| b.to_string()).unwrap_or_default(),
+            )))
+            .unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(300), self.client.request(request))
+            .await
+            .expect("the stack answers within 5 minutes (the first call compiles the function)")
+            .expect("the stack is reachable");
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, json)
+    }
+
+    /// Polls `path` until `done` holds for its answer; returns the answer and how long it took.
+    async fn wait_for(&self, path: &str, done: impl Fn(u16, &Value) -> bool) -> (Value, Duration) {
+        let start = Instant::now();
+        loop {
+            let (status, body) = self.call("GET", path, "t1", None).await;
+            if done(status, &body) {
+                return (body, start.elapsed());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{path} never got there: last answer {status} {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the running local stack: run through `make test`"]
+async fn a_command_travels_through_the_stream_to_the_query_api() {
+    let api = Api::from_env();
+    // A fresh item per run, so the test also works against a stack a developer left running.
+    let sk = format!("E2E{}", std::process::id());
+    let item_path = format!("/items/PRODUCT%23t1/{sk}");
+
+    let create = json!({"pk": "PRODUCT#t1", "sk": sk, "version": 0, "code": "E2E", "name": "first",
+        "attributes": {"price": 100, "tags": {}}});
+    let (status, body) = api.call("POST", "/commands", "t1", Some(create)).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["version"], 1);
+
+    let (item, delay) = api
+        .wait_for(&item_path, |s, b| s == 200 && b["version"] == 1)
+        .await;
+    println!("e2e: version 1 visible through the query API {delay:?} after the command");
+    assert_eq!(item["name"], "first");
+    assert_eq!(item["sk"], sk.as_str());
+    assert_eq!(item["csk"], format!("{sk}@1"));
+
+    let update = json!({"pk": "PRODUCT#t1", "sk": sk, "version": 1, "code": "E2E", "name": "second",
+        "attributes": {"price": 120}});
+    let (status, body) = api.call("POST", "/commands", "t1", Some(update)).await;
+    assert_eq!((status, body["version"].clone()), (202, json!(2)), "{body}");
+    let patch =
+        json!({"pk": "PRODUCT#t1", "sk": sk, "version": -1, "attributes": {"colour": "red"}});
+    let (status, body) = api.call("PATCH", "/commands", "t1", Some(patch)).await;
+    assert_eq!((status, body["version"].clone()), (202, json!(3)), "{body}");
+
+    let (item, delay) = api
+        .wait_for(&item_path, |s, b| s == 200 && b["version"] == 3)
+        .await;
+    println!("e2e: version 3 visible {delay:?} after the patch");
+    assert_eq!(item["name"], "second");
+    assert_eq!(item["attributes"], json!({"price": 120, "colour": "red"}));
+
+    let (history, _) = api
+        .wait_for(&format!("{item_path}/versions"), |s, b| {
+            s == 200 && b["items"].as_array().is_some_and(|i| i.len() == 3)
+        })
+        .await;
+    let versions: Vec<i64> = history["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(versions, [3, 2, 1], "history newest first");
+
+    let (status, one) = api
+        .call("GET", &format!("{item_path}/versions/1"), "t1", None)
+        .await;
+    assert_eq!((status, one["name"].clone()), (200, json!("first")));
+
+    let (status, listing) = api
+        .call("GET", "/items/PRODUCT%23t1?limit=100", "t1", None)
+        .await;
+    assert_eq!(status, 200, "{listing}");
+    assert!(
+        listing["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["sk"] == sk.as_str())
+    );
+
+    // Another tenant sees nothing of it.
+    let (status, problem) = api.call("GET", &item_path, "t2", None).await;
+    assert_eq!(status, 403, "{problem}");
+    assert_eq!(problem["status"], 403);
+}
