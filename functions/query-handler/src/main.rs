@@ -1,3 +1,24 @@
-//! The `query-handler` Lambda function (filled in by its own issue).
+//! The `query-handler` Lambda function: wiring only. The DynamoDB client and configuration are
+//! built once per cold start; every request goes to [`query_handler::handle`].
 
-fn main() {}
+use cqrs_caller::CallerMode;
+use cqrs_store::{Store, Tables};
+use lambda_http::{Error, Request, service_fn};
+use query_handler::App;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_http::tracing::init_default_subscriber();
+    let tables = Tables::from_env()?;
+    let caller_mode = CallerMode::from_env()?;
+    let config = aws_config::load_from_env().await;
+    let app = App {
+        store: Store::new(aws_sdk_dynamodb::Client::new(&config), tables),
+        caller_mode,
+    };
+    let app = &app;
+    lambda_http::run(service_fn(move |request: Request| async move {
+        Ok::<_, Error>(query_handler::handle(app, request).await)
+    }))
+    .await
+}

@@ -1,0 +1,355 @@
+//! Cursors: opaque continuation tokens of the two listings.
+//!
+//! A cursor is base64url (no padding) of a small JSON document holding the store's start key and
+//! what the listing it belongs to was: the listing (`items` or `versions`), the order, the sort
+//! key range (partitions) and every key attribute (`pk`, `sk`, and for versions `id` and
+//! `version`). On the way in every part is checked against the request: a cursor that does not
+//! decode, was made for another listing, order, range, partition or item, or whose key does not
+//! lie in the listing, is a 400 naming `cursor`; it never leads to a read elsewhere.
+//!
+//! The limit is not part of the cursor: a client may change the page size between pages.
+//!
+//! Cursors are not signed; they need not be, because nothing in one can widen a read beyond the
+//! partition (or item) the request names and the caller was authorised for.
+//!
+//! ```
+//! use cqrs_store::query::{PageKey, PartitionQuery, SortKeyRange};
+//! use query_handler::cursor;
+//!
+//! let query = PartitionQuery::new("ORDER#t1").range(SortKeyRange::Prefix("ORDER#".into()));
+//! let key = PageKey { pk: "ORDER#t1".into(), sk: "ORDER#o7".into() };
+//! let text = cursor::encode_partition(&query, &key);
+//! assert_eq!(cursor::decode_partition(&text, &query).unwrap(), key);
+//!
+//! let other = PartitionQuery::new("ORDER#t2").range(SortKeyRange::Prefix("ORDER#".into()));
+//! assert_eq!(cursor::decode_partition(&text, &other).unwrap_err().status(), 400);
+//! ```
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use cqrs_problem::ApiError;
+use cqrs_store::query::{Order, PageKey, PartitionQuery, SortKeyRange, VersionKey, VersionQuery};
+use serde::{Deserialize, Serialize};
+
+/// The parameter name a bad cursor is reported under.
+const FIELD: &str = "cursor";
+
+/// What a cursor holds. Short member names keep cursors short.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Token {
+    /// The listing: `items` (a partition) or `versions` (an item's history).
+    #[serde(rename = "l")]
+    listing: String,
+    /// `asc` or `desc`.
+    #[serde(rename = "o")]
+    order: String,
+    /// The sort key range of a partition listing: `all`, `prefix`, `from`, `to`, `between`.
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
+    range: Option<String>,
+    /// The range's first bound (or prefix).
+    #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
+    bound_a: Option<String>,
+    /// The range's second bound.
+    #[serde(rename = "b", default, skip_serializing_if = "Option::is_none")]
+    bound_b: Option<String>,
+    pk: String,
+    sk: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(rename = "v", default, skip_serializing_if = "Option::is_none")]
+    version: Option<i64>,
+}
+
+const ITEMS: &str = "items";
+const VERSIONS: &str = "versions";
+
+fn order_name(order: Order) -> &'static str {
+    match order {
+        Order::Ascending => "asc",
+        Order::Descending => "desc",
+    }
+}
+
+fn range_parts(range: &SortKeyRange) -> (&'static str, Option<String>, Option<String>) {
+    match range {
+        SortKeyRange::All => ("all", None, None),
+        SortKeyRange::Prefix(p) => ("prefix", Some(p.clone()), None),
+        SortKeyRange::From(f) => ("from", Some(f.clone()), None),
+        SortKeyRange::To(t) => ("to", None, Some(t.clone())),
+        SortKeyRange::Between(f, t) => ("between", Some(f.clone()), Some(t.clone())),
+    }
+}
+
+fn encode(token: &Token) -> String {
+    // Serialising strings and numbers cannot fail.
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(token).unwrap_or_default())
+}
+
+fn decode(text: &str) -> Result<Token, ApiError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(text)
+        .map_err(|_| ApiError::bad_field(FIELD, "is not a cursor of this API (not base64url)"))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|_| ApiError::bad_field(FIELD, "is not a cursor of this API"))
+}
+
+fn mismatch(what: &str) -> ApiError {
+    ApiError::bad_field(
+        FIELD,
+        format!("was made for {what}: pass the cursor only with the request that returned it"),
+    )
+}
+
+/// The cursor continuing `query` after `key` (the store's `next`).
+///
+/// ```
+/// use cqrs_store::query::{PageKey, PartitionQuery};
+/// let text = query_handler::cursor::encode_partition(
+///     &PartitionQuery::new("PRODUCT#t1"),
+///     &PageKey { pk: "PRODUCT#t1".into(), sk: "P001".into() },
+/// );
+/// assert!(text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+/// ```
+pub fn encode_partition(query: &PartitionQuery, key: &PageKey) -> String {
+    let (range, bound_a, bound_b) = range_parts(&query.range);
+    encode(&Token {
+        listing: ITEMS.into(),
+        order: order_name(query.order).into(),
+        range: Some(range.into()),
+        bound_a,
+        bound_b,
+        pk: key.pk.clone(),
+        sk: key.sk.clone(),
+        id: None,
+        version: None,
+    })
+}
+
+/// The start key of `cursor` for `query` (whose own `start` is ignored), or a 400 when the cursor
+/// does not decode or was made for another listing, order, range or partition, or its sort key is
+/// outside the range.
+///
+/// ```
+/// use cqrs_store::query::{Order, PageKey, PartitionQuery};
+/// use query_handler::cursor;
+///
+/// let asc = PartitionQuery::new("PRODUCT#t1");
+/// let text = cursor::encode_partition(&asc, &PageKey { pk: "PRODUCT#t1".into(), sk: "P1".into() });
+/// let desc = PartitionQuery::new("PRODUCT#t1").order(Order::Descending);
+/// assert_eq!(cursor::decode_partition(&text, &desc).unwrap_err().status(), 400);
+/// assert_eq!(cursor::decode_partition("not a cursor", &asc).unwrap_err().status(), 400);
+/// ```
+pub fn decode_partition(cursor: &str, query: &PartitionQuery) -> Result<PageKey, ApiError> {
+    let token = decode(cursor)?;
+    if token.listing != ITEMS || token.id.is_some() || token.version.is_some() {
+        return Err(mismatch("another listing"));
+    }
+    if token.order != order_name(query.order) {
+        return Err(mismatch("another order"));
+    }
+    let (range, bound_a, bound_b) = range_parts(&query.range);
+    if token.range.as_deref() != Some(range) || token.bound_a != bound_a || token.bound_b != bound_b
+    {
+        return Err(mismatch("another sort key range"));
+    }
+    if token.pk != query.pk {
+        return Err(mismatch("another partition"));
+    }
+    if token.sk.is_empty() || !query.range.contains(&token.sk) {
+        return Err(mismatch("a sort key outside this listing"));
+    }
+    Ok(PageKey {
+        pk: token.pk,
+        sk: token.sk,
+    })
+}
+
+/// The cursor continuing the version listing `query` after `key` (the store's `next`).
+///
+/// ```
+/// use cqrs_store::query::{VersionKey, VersionQuery};
+/// let query = VersionQuery::new("PRODUCT#t1", "P001");
+/// let text = query_handler::cursor::encode_versions(&query, &VersionKey::new("PRODUCT#t1", "P001", 9));
+/// assert!(!text.is_empty());
+/// ```
+pub fn encode_versions(query: &VersionQuery, key: &VersionKey) -> String {
+    encode(&Token {
+        listing: VERSIONS.into(),
+        order: order_name(query.order).into(),
+        range: None,
+        bound_a: None,
+        bound_b: None,
+        pk: key.pk.clone(),
+        sk: key.sk.clone(),
+        id: Some(key.id.clone()),
+        version: Some(key.version),
+    })
+}
+
+/// The start key of `cursor` for the version listing `query`, or a 400 when the cursor does not
+/// decode or was made for another listing, order or item, or names a version that is not a version
+/// of this item (every key attribute is checked: `pk`, `sk` = `base@version`, `id`, `version`).
+///
+/// ```
+/// use cqrs_store::query::{VersionKey, VersionQuery};
+/// use query_handler::cursor;
+///
+/// let query = VersionQuery::new("PRODUCT#t1", "P001");
+/// let text = cursor::encode_versions(&query, &VersionKey::new("PRODUCT#t1", "P001", 9));
+/// assert_eq!(cursor::decode_versions(&text, &query).unwrap().version, 9);
+/// let other = VersionQuery::new("PRODUCT#t1", "P002");
+/// assert_eq!(cursor::decode_versions(&text, &other).unwrap_err().status(), 400);
+/// ```
+pub fn decode_versions(cursor: &str, query: &VersionQuery) -> Result<VersionKey, ApiError> {
+    let token = decode(cursor)?;
+    if token.listing != VERSIONS
+        || token.range.is_some()
+        || token.bound_a.is_some()
+        || token.bound_b.is_some()
+    {
+        return Err(mismatch("another listing"));
+    }
+    if token.order != order_name(query.order) {
+        return Err(mismatch("another order"));
+    }
+    let (Some(id), Some(version)) = (token.id, token.version) else {
+        return Err(mismatch("another listing"));
+    };
+    if version < 1 {
+        return Err(mismatch("a version that cannot exist"));
+    }
+    let key = VersionKey {
+        pk: token.pk,
+        sk: token.sk,
+        id,
+        version,
+    };
+    if key != VersionKey::new(&query.pk, &query.base_sk, version) {
+        return Err(mismatch("another item"));
+    }
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(json: &str) -> String {
+        URL_SAFE_NO_PAD.encode(json)
+    }
+
+    #[test]
+    fn partition_cursors_round_trip_for_every_range() {
+        for range in [
+            SortKeyRange::All,
+            SortKeyRange::Prefix("a#".into()),
+            SortKeyRange::From("a".into()),
+            SortKeyRange::To("z".into()),
+            SortKeyRange::Between("a".into(), "z".into()),
+        ] {
+            for order in [Order::Ascending, Order::Descending] {
+                let query = PartitionQuery::new("P#t1")
+                    .range(range.clone())
+                    .order(order);
+                let key = PageKey {
+                    pk: "P#t1".into(),
+                    sk: "a#m".into(),
+                };
+                let text = encode_partition(&query, &key);
+                assert_eq!(decode_partition(&text, &query).unwrap(), key, "{range:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_partition_cursor_fits_only_its_own_query_shape() {
+        let query = PartitionQuery::new("P#t1").range(SortKeyRange::Prefix("a#".into()));
+        let text = encode_partition(
+            &query,
+            &PageKey {
+                pk: "P#t1".into(),
+                sk: "a#m".into(),
+            },
+        );
+        for other in [
+            PartitionQuery::new("P#t1"),
+            PartitionQuery::new("P#t1").range(SortKeyRange::Prefix("a#m".into())),
+            PartitionQuery::new("P#t1").range(SortKeyRange::From("a#".into())),
+            PartitionQuery::new("P#t2").range(SortKeyRange::Prefix("a#".into())),
+            PartitionQuery::new("P#t1")
+                .range(SortKeyRange::Prefix("a#".into()))
+                .order(Order::Descending),
+        ] {
+            assert_eq!(
+                decode_partition(&text, &other).unwrap_err().status(),
+                400,
+                "{other:?}"
+            );
+        }
+        // The limit and the deleted filter are not part of the shape.
+        let relaxed = query.clone().limit(3).include_deleted(true);
+        assert!(decode_partition(&text, &relaxed).is_ok());
+    }
+
+    #[test]
+    fn forged_partition_cursors_are_refused() {
+        let query = PartitionQuery::new("P#t1").range(SortKeyRange::Prefix("a#".into()));
+        for forged in [
+            // A sort key outside the prefix.
+            raw(r#"{"l":"items","o":"asc","r":"prefix","a":"a#","pk":"P#t1","sk":"b"}"#),
+            // An empty sort key.
+            raw(r#"{"l":"items","o":"asc","r":"prefix","a":"a#","pk":"P#t1","sk":""}"#),
+            // Extra members.
+            raw(r#"{"l":"items","o":"asc","r":"prefix","a":"a#","pk":"P#t1","sk":"a#1","x":1}"#),
+            // Version members on a partition cursor.
+            raw(r#"{"l":"items","o":"asc","r":"prefix","a":"a#","pk":"P#t1","sk":"a#1","v":1}"#),
+            // Missing members, wrong types, not JSON, not base64url, padded.
+            raw(r#"{"l":"items","o":"asc","pk":"P#t1"}"#),
+            raw(r#"{"l":"items","o":"asc","r":"prefix","a":"a#","pk":1,"sk":"a#1"}"#),
+            raw("garbage"),
+            "!!!".into(),
+            format!("{}=", raw(r#"{"l":"items"}"#)),
+        ] {
+            assert_eq!(
+                decode_partition(&forged, &query).unwrap_err().status(),
+                400,
+                "{forged}"
+            );
+        }
+    }
+
+    #[test]
+    fn version_cursors_check_every_key_attribute() {
+        let query = VersionQuery::new("P#t1", "a");
+        let good = encode_versions(&query, &VersionKey::new("P#t1", "a", 4));
+        assert_eq!(
+            decode_versions(&good, &query).unwrap(),
+            VersionKey::new("P#t1", "a", 4)
+        );
+        for forged in [
+            raw(r#"{"l":"versions","o":"desc","pk":"P#t1","sk":"a@4","id":"P#t1#a","v":5}"#),
+            raw(r#"{"l":"versions","o":"desc","pk":"P#t1","sk":"a@4","id":"P#t1#b","v":4}"#),
+            raw(r#"{"l":"versions","o":"desc","pk":"P#t2","sk":"a@4","id":"P#t1#a","v":4}"#),
+            raw(r#"{"l":"versions","o":"desc","pk":"P#t1","sk":"a@0","id":"P#t1#a","v":0}"#),
+            raw(r#"{"l":"versions","o":"asc","pk":"P#t1","sk":"a@4","id":"P#t1#a","v":4}"#),
+            raw(r#"{"l":"versions","o":"desc","pk":"P#t1","sk":"a@4"}"#),
+            raw(r#"{"l":"items","o":"desc","pk":"P#t1","sk":"a@4","id":"P#t1#a","v":4}"#),
+        ] {
+            assert_eq!(
+                decode_versions(&forged, &query).unwrap_err().status(),
+                400,
+                "{forged}"
+            );
+        }
+        // A partition cursor is no version cursor, and the other way round.
+        let listing = encode_partition(
+            &PartitionQuery::new("P#t1"),
+            &PageKey {
+                pk: "P#t1".into(),
+                sk: "a".into(),
+            },
+        );
+        assert!(decode_versions(&listing, &query).is_err());
+        assert!(decode_partition(&good, &PartitionQuery::new("P#t1")).is_err());
+    }
+}

@@ -1,0 +1,410 @@
+//! Test harness of the query handler: an [`App`] on fresh DynamoDB Local tables, requests shaped
+//! as API Gateway HTTP API (payload 2.0) events, and direct writes into the three tables standing
+//! in for the command handler and data-sync.
+
+#![allow(dead_code)]
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use cqrs_caller::CallerMode;
+use cqrs_item::Item;
+use cqrs_store::{Store, Tables};
+use cqrs_testkit::TestTables;
+use lambda_http::{Body, Request, Response};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use query_handler::App;
+use serde_json::{Value, json};
+
+/// A handler on its own tables.
+pub struct Harness {
+    pub app: App,
+    pub tables: TestTables,
+}
+
+/// A caller as the JWT authorizer would describe it.
+#[derive(Clone, Copy)]
+pub struct As {
+    pub user: &'static str,
+    pub tenant: &'static str,
+    pub roles: &'static str,
+}
+
+pub const USER_T1: As = As {
+    user: "u1",
+    tenant: "t1",
+    roles: "admin",
+};
+pub const USER_T2: As = As {
+    user: "u2",
+    tenant: "t2",
+    roles: "admin",
+};
+pub const SYSTEM_ADMIN: As = As {
+    user: "root",
+    tenant: "t1",
+    roles: "system_admin",
+};
+
+/// What a request got.
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+    pub response: Response<Body>,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap())
+    }
+
+    /// The items of a listing.
+    pub fn items(&self) -> &Vec<Value> {
+        self.body["items"].as_array().expect("a listing")
+    }
+
+    /// `sk` of every item of a listing.
+    pub fn sks(&self) -> Vec<String> {
+        self.items()
+            .iter()
+            .map(|i| i["sk"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    pub fn cursor(&self) -> Option<String> {
+        self.body["cursor"].as_str().map(str::to_string)
+    }
+
+    /// Asserts a problem document with this status (and field, when given).
+    pub fn assert_problem(&self, status: u16, field: Option<&str>) {
+        assert_eq!(self.status, status, "{}", self.body);
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json"),
+            "{}",
+            self.body
+        );
+        assert_eq!(self.body["status"], status);
+        if let Some(field) = field {
+            assert_eq!(self.body["field"], field, "{}", self.body);
+        }
+    }
+}
+
+/// Characters kept as they are in a path segment: the unreserved ones.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes one key as a path segment (`#` becomes `%23`).
+pub fn enc(key: &str) -> String {
+    utf8_percent_encode(key, SEGMENT).to_string()
+}
+
+/// Percent-encodes a query value.
+pub fn qv(value: &str) -> String {
+    enc(value)
+}
+
+impl Harness {
+    pub async fn new() -> Self {
+        let tables = cqrs_testkit::fresh_tables().await;
+        Harness {
+            app: App {
+                store: store(&tables),
+                caller_mode: CallerMode::Jwt,
+            },
+            tables,
+        }
+    }
+
+    /// A command handler on the same tables.
+    pub fn command_app(&self) -> command_handler::App {
+        command_handler::App {
+            store: store(&self.tables),
+            caller_mode: CallerMode::Jwt,
+        }
+    }
+
+    pub async fn send(&self, request: Request) -> Answer {
+        let response = query_handler::handle(&self.app, request).await;
+        let status = response.status().as_u16();
+        let body = match response.body() {
+            Body::Text(text) => serde_json::from_str(text).unwrap_or(Value::String(text.clone())),
+            Body::Empty => Value::Null,
+            other => panic!("unexpected body {other:?}"),
+        };
+        Answer {
+            status,
+            body,
+            response,
+        }
+    }
+
+    /// `GET target` (a raw path with an optional raw query string) from `caller`.
+    pub async fn get(&self, caller: &As, target: &str) -> Answer {
+        self.send(event("GET", caller, target, &[])).await
+    }
+
+    /// `GET target` with extra headers.
+    pub async fn get_with(&self, caller: &As, target: &str, headers: &[(&str, &str)]) -> Answer {
+        self.send(event("GET", caller, target, headers)).await
+    }
+
+    /// Follows the cursors of a listing from `target` (which has a query string) to its end; every
+    /// page is checked for its status and, except the last, for being full (`limit` items).
+    pub async fn all_pages(&self, caller: &As, target: &str, limit: usize) -> Vec<Vec<String>> {
+        let mut pages = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let url = match &cursor {
+                None => target.to_string(),
+                Some(c) => format!("{target}&cursor={c}"),
+            };
+            let answer = self.get(caller, &url).await;
+            assert_eq!(answer.status, 200, "{url}: {}", answer.body);
+            let sks = answer.sks();
+            assert!(sks.len() <= limit, "{url}: page over the limit");
+            cursor = answer.cursor();
+            pages.push(sks);
+            match &cursor {
+                Some(_) => assert_eq!(
+                    pages.last().unwrap().len(),
+                    limit,
+                    "{url}: a page before the last is full"
+                ),
+                None => break,
+            }
+            assert!(pages.len() < 10_000, "the cursors never end");
+        }
+        pages
+    }
+
+    async fn put(&self, table: &str, item: &Item) {
+        self.tables
+            .client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(item.to_attributes().unwrap()))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Writes a command-table item (version `sk@v`) as the command handler would.
+    pub async fn put_command(&self, item: &Item) {
+        self.put(&self.tables.command, item).await;
+    }
+
+    /// Writes a command item into the history table, as data-sync would.
+    pub async fn put_history(&self, item: &Item) {
+        self.put(&self.tables.history, item).await;
+    }
+
+    /// Writes the data-table form of a command item, as data-sync would.
+    pub async fn put_data(&self, item: &Item) {
+        self.put(&self.tables.data, &item.clone().into_data_item())
+            .await;
+    }
+
+    /// Writes versions `1..=versions` of `pk` / `sk` into the command and history tables and the
+    /// last into the data table; the last is soft-deleted when `deleted`. Returns the last.
+    pub async fn seed(&self, pk: &str, sk: &str, versions: i64, deleted: bool) -> Item {
+        let mut last = None;
+        for v in 1..=versions {
+            let item = version_item(pk, sk, v, deleted && v == versions);
+            self.put_command(&item).await;
+            self.put_history(&item).await;
+            last = Some(item);
+        }
+        let last = last.expect("at least one version");
+        self.put_data(&last).await;
+        last
+    }
+
+    /// Writes version 1 of `pk` / `sk` into the data table only.
+    pub async fn seed_data(&self, pk: &str, sk: &str, deleted: bool) {
+        self.put_data(&version_item(pk, sk, 1, deleted)).await;
+    }
+
+    /// Sends a command through the real command handler (JWT caller `caller`).
+    pub async fn command(&self, method: &str, caller: &As, body: Value) -> (u16, Value) {
+        let request = command_event(method, caller, &body.to_string());
+        let response = command_handler::handle(&self.command_app(), request).await;
+        let status = response.status().as_u16();
+        let body = match response.body() {
+            Body::Text(text) => serde_json::from_str(text).unwrap(),
+            _ => Value::Null,
+        };
+        (status, body)
+    }
+
+    /// How many items the data table holds.
+    pub async fn data_count(&self) -> usize {
+        let output = self
+            .tables
+            .client
+            .scan()
+            .table_name(&self.tables.data)
+            .send()
+            .await
+            .unwrap();
+        output.items().len()
+    }
+
+    /// Reads the data table's item directly.
+    pub async fn raw_data(&self, pk: &str, sk: &str) -> Option<Item> {
+        self.tables
+            .client
+            .get_item()
+            .table_name(&self.tables.data)
+            .key("pk", AttributeValue::S(pk.into()))
+            .key("sk", AttributeValue::S(sk.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .map(|a| Item::from_attributes(a).unwrap())
+    }
+}
+
+fn store(tables: &TestTables) -> Store {
+    Store::new(
+        tables.client.clone(),
+        Tables::new(
+            &tables.command,
+            &tables.data,
+            &tables.history,
+            &tables.idempotency,
+        ),
+    )
+}
+
+/// Version `version` of `pk` / base `sk` in the command table's shape.
+pub fn version_item(pk: &str, sk: &str, version: i64, deleted: bool) -> Item {
+    let mut item = Item::example();
+    let prefix = pk.split('#').next().unwrap();
+    item.pk = pk.to_string();
+    item.sk = cqrs_keys::add_sort_key_version(sk, version);
+    item.id = cqrs_keys::generate_id(pk, sk);
+    item.version = version;
+    item.tenant_code = cqrs_keys::tenant_code(pk).unwrap().to_string();
+    item.item_type = prefix.to_string();
+    item.is_deleted = deleted;
+    item.code = sk.to_string();
+    item.name = format!("{sk} v{version}");
+    item.attributes = json!({"v": version, "sk": sk}).as_object().unwrap().clone();
+    item
+}
+
+/// The route key API Gateway would match for a raw path.
+fn route_key(method: &str, path: &str) -> String {
+    let segments = path.trim_start_matches('/').split('/').count();
+    let route = match segments {
+        2 => "/items/{pk}",
+        3 => "/items/{pk}/{sk}",
+        4 => "/items/{pk}/{sk}/versions",
+        _ => "/items/{pk}/{sk}/versions/{v}",
+    };
+    format!("{method} {route}")
+}
+
+/// An API Gateway HTTP API (payload 2.0) event for `method target` from `caller`, where `target`
+/// is a raw (percent-encoded) path with an optional raw query string.
+pub fn event(method: &str, caller: &As, target: &str, headers: &[(&str, &str)]) -> Request {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let mut header_map = serde_json::Map::new();
+    header_map.insert("accept".into(), json!("application/json"));
+    for (name, value) in headers {
+        header_map.insert((*name).into(), json!(value));
+    }
+    let mut query_parameters = serde_json::Map::new();
+    for (name, value) in url_pairs(query) {
+        query_parameters.insert(name, json!(value));
+    }
+    let names = ["pk", "sk", "", "v"];
+    let mut path_parameters = serde_json::Map::new();
+    for (i, segment) in path.trim_start_matches('/').split('/').skip(1).enumerate() {
+        if let Some(name) = names.get(i).filter(|n| !n.is_empty()) {
+            path_parameters.insert((*name).into(), json!(segment));
+        }
+    }
+    let event = json!({
+        "version": "2.0",
+        "routeKey": route_key(method, path),
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": header_map,
+        "queryStringParameters": query_parameters,
+        "pathParameters": path_parameters,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "api",
+            "authorizer": {"jwt": {"claims": {
+                "sub": caller.user, "custom:tenant": caller.tenant, "custom:roles": caller.roles
+            }, "scopes": null}},
+            "domainName": "api.example.test",
+            "domainPrefix": "api",
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
+                     "sourceIp": "192.0.2.10", "userAgent": "tests"},
+            "requestId": "apigw-request",
+            "routeKey": route_key(method, path),
+            "stage": "$default",
+            "time": "01/Jan/2026:00:00:00 +0000",
+            "timeEpoch": 1767225600000i64
+        },
+        "isBase64Encoded": false
+    });
+    lambda_http::request::from_str(&event.to_string()).expect("a valid HTTP API event")
+}
+
+/// A `method /commands` event for the command handler.
+pub fn command_event(method: &str, caller: &As, body: &str) -> Request {
+    let event = json!({
+        "version": "2.0",
+        "routeKey": format!("{method} /commands"),
+        "rawPath": "/commands",
+        "rawQueryString": "",
+        "headers": {"content-type": "application/json"},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "api",
+            "authorizer": {"jwt": {"claims": {
+                "sub": caller.user, "custom:tenant": caller.tenant, "custom:roles": caller.roles
+            }, "scopes": null}},
+            "domainName": "api.example.test",
+            "domainPrefix": "api",
+            "http": {"method": method, "path": "/commands", "protocol": "HTTP/1.1",
+                     "sourceIp": "192.0.2.10", "userAgent": "tests"},
+            "requestId": "apigw-request",
+            "routeKey": format!("{method} /commands"),
+            "stage": "$default",
+            "time": "01/Jan/2026:00:00:00 +0000",
+            "timeEpoch": 1767225600000i64
+        },
+        "body": body,
+        "isBase64Encoded": false
+    });
+    lambda_http::request::from_str(&event.to_string()).expect("a valid HTTP API event")
+}
+
+/// Decoded `name=value` pairs of a raw query string (for the event's `queryStringParameters`).
+fn url_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let decode = |s: &str| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            (decode(name), decode(value))
+        })
+        .collect()
+}
