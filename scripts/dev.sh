@@ -9,7 +9,8 @@
 #   scripts/dev.sh status  what is running
 #
 # Settings (environment): API_PORT (9000), DDB_LOCAL_PORT (8000), STACK_PREFIX (local: tables
-# local-command, local-data, ...). Everything binds 127.0.0.1 except DynamoDB Local, which cannot be
+# local-command, local-data, ...), DEV_STATE_DIR (.local/dev: logs, pids), DEV_NO_RELOAD=1 (do not
+# rebuild and restart a function when its code changes: for scripted runs such as the tests). Everything binds 127.0.0.1 except DynamoDB Local, which cannot be
 # told an address and is only ever reached through 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -127,7 +128,9 @@ RUST_LOG=${RUST_LOG:-info}
 EOF
 
     step "functions: cargo lambda watch on $api"
-    start_service functions cargo lambda watch -A 127.0.0.1 -P "$API_PORT" --env-file "$state/functions.env"
+    local reload=()
+    if [[ -n ${DEV_NO_RELOAD:-} ]]; then reload=(--ignore-changes); fi
+    start_service functions cargo lambda watch "${reload[@]}" -A 127.0.0.1 -P "$API_PORT" --env-file "$state/functions.env"
     if ! wait_http "$API_PORT" 120; then
         tail -n 30 "$state/functions.log" >&2
         echo "cargo lambda watch did not answer on $api" >&2
