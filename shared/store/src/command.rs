@@ -93,24 +93,9 @@ impl Store {
         base_sk: &str,
         version: i64,
     ) -> Result<Option<Item>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.tables.command)
-            .key("pk", AttributeValue::S(pk.to_string()))
-            .key(
-                "sk",
-                AttributeValue::S(add_sort_key_version(base_sk, version)),
-            )
-            .consistent_read(true)
-            .send()
+        let sk = add_sort_key_version(base_sk, version);
+        self.get_item("GetItem (command)", &self.tables.command, pk, sk, true)
             .await
-            .map_err(|e| sdk_error("GetItem (command)", e))?;
-        output
-            .item
-            .map(Item::from_attributes)
-            .transpose()
-            .map_err(StoreError::from)
     }
 
     /// The newest version of `pk` / `base_sk` in the command table, `None` when there is none.

@@ -246,6 +246,36 @@ impl Store {
         &self.tables
     }
 
+    /// Reads one item by its key and converts it; `None` when absent. The one `GetItem` of the
+    /// item tables.
+    pub(crate) async fn get_item(
+        &self,
+        operation: &'static str,
+        table: &str,
+        pk: &str,
+        sk: String,
+        consistent: bool,
+    ) -> Result<Option<cqrs_item::Item>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(
+                "pk",
+                aws_sdk_dynamodb::types::AttributeValue::S(pk.to_string()),
+            )
+            .key("sk", aws_sdk_dynamodb::types::AttributeValue::S(sk))
+            .consistent_read(consistent)
+            .send()
+            .await
+            .map_err(|e| sdk_error(operation, e))?;
+        output
+            .item
+            .map(cqrs_item::Item::from_attributes)
+            .transpose()
+            .map_err(StoreError::from)
+    }
+
     /// The DynamoDB client.
     ///
     /// ```no_run

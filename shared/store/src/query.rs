@@ -415,20 +415,14 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub async fn get_data_item(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.tables.data)
-            .key("pk", AttributeValue::S(pk.to_string()))
-            .key("sk", AttributeValue::S(sk.to_string()))
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem (data)", e))?;
-        output
-            .item
-            .map(Item::from_attributes)
-            .transpose()
-            .map_err(StoreError::from)
+        self.get_item(
+            "GetItem (data)",
+            &self.tables.data,
+            pk,
+            sk.to_string(),
+            false,
+        )
+        .await
     }
 
     /// Version `version` of `pk` / `base_sk` in the history table (`sk` is `base_sk@version`);
@@ -446,23 +440,9 @@ impl Store {
         base_sk: &str,
         version: i64,
     ) -> Result<Option<Item>, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.tables.history)
-            .key("pk", AttributeValue::S(pk.to_string()))
-            .key(
-                "sk",
-                AttributeValue::S(add_sort_key_version(base_sk, version)),
-            )
-            .send()
+        let sk = add_sort_key_version(base_sk, version);
+        self.get_item("GetItem (history)", &self.tables.history, pk, sk, false)
             .await
-            .map_err(|e| sdk_error("GetItem (history)", e))?;
-        output
-            .item
-            .map(Item::from_attributes)
-            .transpose()
-            .map_err(StoreError::from)
     }
 
     /// One page of a partition of the data table (see the [module docs](self) for the paging
