@@ -2,7 +2,7 @@
 //! and writing it with one conditional put (with the idempotency record, when there is one).
 
 use cqrs_caller::Caller;
-use cqrs_item::{Item, MAX_ITEM_BYTES, merge_attributes};
+use cqrs_item::{Item, MAX_ITEM_BYTES, check_limits, merge_attributes};
 use cqrs_keys::{
     MAX_SORT_KEY_BYTES, VERSION_LATEST, add_sort_key_version, generate_id, parse_entity_key,
     tenant_code,
@@ -266,6 +266,11 @@ fn build_item(
             "the item would be {size} bytes, over DynamoDB's limit of {MAX_ITEM_BYTES}"
         )));
     }
+    // Nesting and numbers DynamoDB cannot store: a 400, not a failed write.
+    let attributes = item
+        .to_attributes()
+        .map_err(|e| ApiError::bad_field("attributes", e))?;
+    check_limits(&attributes).map_err(|e| ApiError::bad_field("attributes", e))?;
     Ok(item)
 }
 

@@ -20,6 +20,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod limits;
 mod merge;
 mod size;
 
@@ -29,6 +30,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use limits::{MAX_NESTING_DEPTH, MAX_NUMBER_DIGITS, check_limits};
 pub use merge::merge_attributes;
 pub use size::{MAX_ITEM_BYTES, attribute_size, item_size};
 

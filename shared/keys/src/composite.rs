@@ -61,7 +61,7 @@ pub fn composite_key_prefix(parts: &[&str]) -> Result<String, KeyError> {
 ///
 /// Refuses an empty key, an empty component (ddb-lib's `parseCompositeKey`
 /// returns `""` for `USER##123`; this names the empty part instead), `@` and
-/// control characters.
+/// control characters, and keys longer than [`composite_key`] builds.
 ///
 /// ```
 /// use cqrs_keys::{parse_composite_key, KeyError};
@@ -82,5 +82,7 @@ pub fn parse_composite_key(key: &str) -> Result<Vec<&str>, KeyError> {
     for (i, p) in parts.iter().enumerate() {
         check_component(&Nth("part", i), p)?;
     }
+    // What the builder refuses does not parse either.
+    check_pk_len(key)?;
     Ok(parts)
 }

@@ -48,6 +48,8 @@ pub fn entity_key(entity_type: &str, id: &str) -> Result<String, KeyError> {
 /// assert_eq!(parse_entity_key("USER#123").unwrap(), ("USER", "123"));
 /// assert_eq!(parse_entity_key("ORDER#2024-01-15#abc").unwrap(), ("ORDER", "2024-01-15#abc"));
 /// assert!(parse_entity_key("USER123").is_err());
+/// // Over the key length the builder allows.
+/// assert!(parse_entity_key(&format!("USER#{}", "1".repeat(2048))).is_err());
 /// ```
 pub fn parse_entity_key(key: &str) -> Result<(&str, &str), KeyError> {
     let Some((entity_type, id)) = key.split_once(KEY_SEPARATOR) else {
@@ -58,5 +60,7 @@ pub fn parse_entity_key(key: &str) -> Result<(&str, &str), KeyError> {
     };
     check_component(&"entity type", entity_type)?;
     check_path(&"id", id)?;
+    // What the builder refuses does not parse either.
+    check_pk_len(key)?;
     Ok((entity_type, id))
 }

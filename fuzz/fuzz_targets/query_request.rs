@@ -1,0 +1,104 @@
+//! The query handler's request parsing on arbitrary input: the route, the path segments, the query
+//! parameters and the cursors. No panic, every refusal a 4xx, and a cursor never decodes for a
+//! partition or item other than the one the request names.
+//!
+//! Input (lossy UTF-8): line 1 the raw path, line 2 the query string, line 3 a cursor.
+#![no_main]
+
+use std::collections::HashMap;
+
+use cqrs_store::query::{Order, PageKey, PartitionQuery, SortKeyRange, VersionKey, VersionQuery};
+use lambda_http::aws_lambda_events::query_map::QueryMap;
+use libfuzzer_sys::fuzz_target;
+use query_handler::{cursor, params, route};
+
+fn check<T>(result: Result<T, cqrs_problem::ApiError>) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(error) => {
+            let status = error.status();
+            assert!((400..500).contains(&status), "{status}: {error}");
+            None
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let mut lines = text.splitn(3, '\n');
+    let path = lines.next().unwrap_or_default();
+    let query = lines.next().unwrap_or_default();
+    let cursor_text = lines.next().unwrap_or_default();
+
+    // The route and its segments.
+    for stage in [None, Some("prod")] {
+        if let Some(route) = check(route::parse_path(path, stage)) {
+            let pk = check(route::decode_segment("pk", route.pk()));
+            if let Some(pk) = pk {
+                assert!(!route.pk().is_empty() || pk.is_empty());
+            }
+            if let route::Route::Version { version, .. } = route
+                && let Some(v) = check(route::decode_segment("v", version))
+                && let Some(v) = check(params::parse_version("v", &v))
+            {
+                assert!(v >= 1);
+            }
+        }
+    }
+
+    // The query parameters, as the runtime would hand them over.
+    let mut pairs: HashMap<String, Vec<String>> = HashMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        pairs
+            .entry(name.to_string())
+            .or_default()
+            .push(value.to_string());
+    }
+    let query_map = QueryMap::from(pairs);
+    let allowed = [
+        "skPrefix",
+        "skFrom",
+        "skTo",
+        "order",
+        "limit",
+        "cursor",
+        "includeDeleted",
+        "minVersion",
+    ];
+    if let Some(params) = check(params::Params::new(&query_map, &allowed)) {
+        if let Some(limit) = check(params.limit()) {
+            assert!((1..=params::MAX_LIMIT).contains(&limit));
+        }
+        let _ = check(params.order(Order::Ascending));
+        let _ = check(params.flag("includeDeleted"));
+        if let Some(Some(v)) = check(params.version("minVersion")) {
+            assert!(v >= 1);
+        }
+    }
+
+    // Cursors: a forged one decodes only for the very partition / item it was made for.
+    for query in [
+        PartitionQuery::new("PRODUCT#t1"),
+        PartitionQuery::new("PRODUCT#t1")
+            .range(SortKeyRange::Prefix("P".into()))
+            .order(Order::Descending),
+    ] {
+        if let Some(key) = check(cursor::decode_partition(cursor_text, &query)) {
+            assert_eq!(key.pk, query.pk);
+            assert!(query.range.contains(&key.sk));
+        }
+    }
+    let versions = VersionQuery::new("PRODUCT#t1", "P1");
+    if let Some(key) = check(cursor::decode_versions(cursor_text, &versions)) {
+        assert_eq!(key, VersionKey::new("PRODUCT#t1", "P1", key.version));
+    }
+    // And every cursor we make decodes back to its key.
+    let key = PageKey {
+        pk: "PRODUCT#t1".into(),
+        sk: format!("P{path}"),
+    };
+    let query = PartitionQuery::new("PRODUCT#t1").range(SortKeyRange::Prefix("P".into()));
+    let made = cursor::encode_partition(&query, &key);
+    assert_eq!(cursor::decode_partition(&made, &query).ok(), Some(key));
+});

@@ -1,0 +1,431 @@
+//! Harness of the reliability suite: both HTTP functions on fresh DynamoDB Local tables, requests
+//! shaped as API Gateway HTTP API (payload 2.0) events with or without JWT claims, a seedable PRNG,
+//! and whole-table snapshots to prove that nothing was written.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use base64::{Engine, engine::general_purpose::STANDARD};
+use cqrs_caller::CallerMode;
+use cqrs_item::Item;
+use cqrs_store::{Store, Tables};
+use cqrs_testkit::TestTables;
+use lambda_http::{Body, Request, Response};
+use serde_json::{Map, Value, json};
+
+/// A store on `tables`.
+pub fn store(tables: &TestTables) -> Store {
+    Store::new(
+        tables.client.clone(),
+        Tables::new(
+            &tables.command,
+            &tables.data,
+            &tables.history,
+            &tables.idempotency,
+        ),
+    )
+}
+
+/// Both HTTP functions on one set of fresh tables, in one caller mode.
+pub struct Stack {
+    pub tables: TestTables,
+    pub command: command_handler::App,
+    pub query: query_handler::App,
+    pub mode: CallerMode,
+}
+
+impl Stack {
+    pub async fn new(mode: CallerMode) -> Self {
+        let tables = cqrs_testkit::fresh_tables().await;
+        Self::on(tables, mode)
+    }
+
+    /// The functions on existing tables.
+    pub fn on(tables: TestTables, mode: CallerMode) -> Self {
+        Stack {
+            command: command_handler::App {
+                store: store(&tables),
+                caller_mode: mode,
+            },
+            query: query_handler::App {
+                store: store(&tables),
+                caller_mode: mode,
+            },
+            tables,
+            mode,
+        }
+    }
+
+    /// Sends `request` to the function that serves its path (`/commands` or anything else).
+    pub async fn send(&self, request: Req) -> Answer {
+        let to_commands = request.path.starts_with("/commands");
+        let event = request.event();
+        let response = if to_commands {
+            command_handler::handle(&self.command, event).await
+        } else {
+            query_handler::handle(&self.query, event).await
+        };
+        Answer::of(response)
+    }
+
+    /// A snapshot of all four tables.
+    pub async fn snapshot(&self) -> Snapshot {
+        snapshot(&self.tables).await
+    }
+}
+
+/// Who a request claims to come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Who {
+    pub user: &'static str,
+    pub tenant: &'static str,
+    pub roles: &'static str,
+}
+
+pub const T1: Who = Who {
+    user: "u1",
+    tenant: "t1",
+    roles: "admin",
+};
+pub const T2: Who = Who {
+    user: "u2",
+    tenant: "t2",
+    roles: "admin",
+};
+pub const ROOT: Who = Who {
+    user: "root",
+    tenant: "t1",
+    roles: "system_admin",
+};
+
+/// One HTTP request, as API Gateway would hand it to a function.
+#[derive(Debug, Clone)]
+pub struct Req {
+    pub method: String,
+    /// Raw (percent-encoded) path.
+    pub path: String,
+    /// Raw query string, without `?`.
+    pub query: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    /// JWT authorizer claims, if any.
+    pub claims: Option<Map<String, Value>>,
+}
+
+impl Req {
+    /// `method target` (raw path with an optional raw query string), no caller.
+    pub fn new(method: &str, target: &str) -> Self {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        Req {
+            method: method.into(),
+            path: path.into(),
+            query: query.into(),
+            headers: Vec::new(),
+            body: None,
+            claims: None,
+        }
+    }
+
+    pub fn get(target: &str) -> Self {
+        Self::new("GET", target)
+    }
+
+    /// `method /commands` with a JSON text body.
+    pub fn command(method: &str, body: &str) -> Self {
+        Self::new(method, "/commands")
+            .header("content-type", "application/json")
+            .body(body.as_bytes())
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn body(mut self, bytes: &[u8]) -> Self {
+        self.body = Some(bytes.to_vec());
+        self
+    }
+
+    /// JWT claims of `who`.
+    pub fn claims(mut self, who: Who) -> Self {
+        let mut claims = Map::new();
+        claims.insert("sub".into(), json!(who.user));
+        claims.insert("custom:tenant".into(), json!(who.tenant));
+        claims.insert("custom:roles".into(), json!(who.roles));
+        self.claims = Some(claims);
+        self
+    }
+
+    /// The local caller headers of `who`.
+    pub fn local(self, who: Who) -> Self {
+        self.header("x-tenant-code", who.tenant)
+            .header("x-user-id", who.user)
+            .header("x-roles", who.roles)
+    }
+
+    /// `who` as the caller mode expects it: claims, or local headers.
+    pub fn from(self, mode: CallerMode, who: Who) -> Self {
+        match mode {
+            CallerMode::Jwt => self.claims(who),
+            CallerMode::Local => self.local(who),
+        }
+    }
+
+    /// The API Gateway HTTP API (payload 2.0) event. A body that is not UTF-8 is sent base64
+    /// encoded, as API Gateway does with binary bodies.
+    pub fn event(&self) -> Request {
+        let mut headers = Map::new();
+        for (name, value) in &self.headers {
+            // API Gateway joins repeated headers with commas.
+            let joined = match headers.get(name.as_str()).and_then(Value::as_str) {
+                Some(before) => format!("{before},{value}"),
+                None => value.clone(),
+            };
+            headers.insert(name.clone(), json!(joined));
+        }
+        let mut query_parameters = Map::new();
+        for pair in self.query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let (name, value) = (
+                percent_encoding_decode(name),
+                percent_encoding_decode(value),
+            );
+            let joined = match query_parameters.get(&name).and_then(Value::as_str) {
+                Some(before) => format!("{before},{value}"),
+                None => value,
+            };
+            query_parameters.insert(name, json!(joined));
+        }
+        let (body, base64) = match &self.body {
+            None => (Value::Null, false),
+            Some(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => (json!(text), false),
+                Err(_) => (json!(STANDARD.encode(bytes)), true),
+            },
+        };
+        let authorizer = match &self.claims {
+            Some(claims) => json!({"jwt": {"claims": claims, "scopes": null}}),
+            None => Value::Null,
+        };
+        let route_key = format!("{} {}", self.method, self.path);
+        let mut context = json!({
+            "accountId": "123456789012",
+            "apiId": "api",
+            "domainName": "api.example.test",
+            "domainPrefix": "api",
+            "http": {"method": self.method, "path": self.path, "protocol": "HTTP/1.1",
+                     "sourceIp": "192.0.2.10", "userAgent": "reliability"},
+            "requestId": "apigw-request",
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": "01/Jan/2026:00:00:00 +0000",
+            "timeEpoch": 1767225600000i64
+        });
+        if !authorizer.is_null() {
+            context["authorizer"] = authorizer;
+        }
+        let event = json!({
+            "version": "2.0",
+            "routeKey": route_key,
+            "rawPath": self.path,
+            "rawQueryString": self.query,
+            "headers": headers,
+            "queryStringParameters": query_parameters,
+            "requestContext": context,
+            "body": body,
+            "isBase64Encoded": base64
+        });
+        lambda_http::request::from_str(&event.to_string()).expect("a valid HTTP API event")
+    }
+}
+
+/// Percent-decodes a query component (lossy), as the runtime hands query parameters over.
+fn percent_encoding_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// What a function answered.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub text: String,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn of(response: Response<Body>) -> Self {
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or_default().to_string());
+        let text = match response.body() {
+            Body::Text(text) => text.clone(),
+            Body::Binary(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            Body::Empty => String::new(),
+            _ => String::new(),
+        };
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Answer {
+            status,
+            content_type,
+            text,
+            body,
+        }
+    }
+
+    /// Why this answer is not a valid RFC 9457 problem document with a 4xx status, if it is not.
+    pub fn problem_fault(&self) -> Option<String> {
+        if !(400..500).contains(&self.status) {
+            return Some(format!("status {} is not a 4xx", self.status));
+        }
+        if self.content_type.as_deref() != Some("application/problem+json") {
+            return Some(format!("content-type {:?}", self.content_type));
+        }
+        let b = &self.body;
+        let ok = b["type"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("urn:cqrs:problem:"))
+            && b["title"].as_str().is_some_and(|t| !t.is_empty())
+            && b["status"].as_u64() == Some(u64::from(self.status))
+            && b["detail"].as_str().is_some_and(|d| !d.is_empty());
+        (!ok).then(|| format!("not a problem document: {}", self.text))
+    }
+}
+
+/// Every item of the four tables, rendered canonically (sorted attributes, sorted items).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub tables: BTreeMap<&'static str, Vec<String>>,
+}
+
+impl Snapshot {
+    pub fn items(&self) -> usize {
+        self.tables.values().map(Vec::len).sum()
+    }
+}
+
+/// Every raw item of `table`.
+pub async fn scan_raw(
+    tables: &TestTables,
+    table: &str,
+) -> Vec<std::collections::HashMap<String, AttributeValue>> {
+    let mut items = Vec::new();
+    let mut pages = tables
+        .client
+        .scan()
+        .table_name(table)
+        .consistent_read(true)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        items.extend(page.expect("scan").items().iter().cloned());
+    }
+    items
+}
+
+/// Every item of `table` in the item shape, by `pk`, `sk`.
+pub async fn scan_items(tables: &TestTables, table: &str) -> Vec<Item> {
+    let mut items: Vec<Item> = scan_raw(tables, table)
+        .await
+        .into_iter()
+        .map(|a| Item::from_attributes(a).expect("an item"))
+        .collect();
+    items.sort_by(|a, b| (&a.pk, &a.sk).cmp(&(&b.pk, &b.sk)));
+    items
+}
+
+pub async fn snapshot(tables: &TestTables) -> Snapshot {
+    let mut out = BTreeMap::new();
+    for (name, table) in [
+        ("command", &tables.command),
+        ("data", &tables.data),
+        ("history", &tables.history),
+        ("idempotency", &tables.idempotency),
+    ] {
+        let mut rendered: Vec<String> = scan_raw(tables, table)
+            .await
+            .into_iter()
+            .map(|item| format!("{:?}", item.into_iter().collect::<BTreeMap<_, _>>()))
+            .collect();
+        rendered.sort();
+        out.insert(name, rendered);
+    }
+    Snapshot { tables: out }
+}
+
+/// splitmix64: a small, seedable PRNG (enough to shuffle and to choose faults reproducibly).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        mix(self.0)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below((hi - lo + 1) as u64) as usize
+    }
+
+    /// True with probability `per_mille / 1000`.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+/// The splitmix64 finaliser: a good 64-bit hash of a 64-bit value.
+pub fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The seed of a seeded test: `RELIABILITY_SEED` when set (to replay a failure), else `default`.
+pub fn seed(default: u64) -> u64 {
+    match std::env::var("RELIABILITY_SEED") {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("RELIABILITY_SEED={text:?} is not a u64")),
+        Err(_) => default,
+    }
+}
+
+/// Version `version` of item `pk` / `base`, as the command handler would write it.
+pub fn command_item(pk: &str, base: &str, version: i64) -> Item {
+    let mut item = Item::example();
+    item.pk = pk.into();
+    item.sk = cqrs_keys::add_sort_key_version(base, version);
+    item.id = cqrs_keys::generate_id(pk, base);
+    item.code = base.into();
+    item.name = format!("{base} v{version}");
+    item.version = version;
+    item.tenant_code = cqrs_keys::tenant_code(pk).unwrap_or("t1").to_string();
+    item.item_type = pk.split('#').next().unwrap_or_default().into();
+    item.attributes.insert("v".into(), version.into());
+    item
+}

@@ -1,0 +1,524 @@
+//! Tenants: an adversarial suite against both HTTP functions, with `CALLER_MODE` unset (JWT
+//! claims) and `=local` (caller headers). Tenant t1 attacks tenant t2 and the `common` tenant:
+//! another tenant's pk in the body or the path, cursors of another tenant's listing, `#` and `@`
+//! smuggled into key parts, percent-encoding tricks, forged caller headers and roles, writes to
+//! `common` without `system_admin`.
+//!
+//! Every attack must be refused with a 4xx problem document, no table may change, and no answer may
+//! carry anything of t2's items (they hold a marker string that is looked for in every answer).
+
+mod common;
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use common::{Answer, ROOT, Req, Stack, T1, T2, Who};
+use cqrs_caller::CallerMode;
+use serde_json::{Value, json};
+
+/// Written into every item of t2: no answer to t1 may contain it.
+const T2_SECRET: &str = "t2-secret-7f3a";
+
+/// One attack: the request, and the statuses that count as refusing it.
+struct Attack {
+    what: String,
+    request: Req,
+    refused_with: &'static [u16],
+}
+
+fn attack(what: impl Into<String>, request: Req, refused_with: &'static [u16]) -> Attack {
+    Attack {
+        what: what.into(),
+        request,
+        refused_with,
+    }
+}
+
+const FORBIDDEN: &[u16] = &[403];
+const BAD: &[u16] = &[400];
+/// Malformed or not this tenant's: either refusal is right.
+const BAD_OR_FORBIDDEN: &[u16] = &[400, 403];
+/// Inside the caller's own partition, naming nothing that exists.
+const NOT_FOUND: &[u16] = &[404];
+const NO_ROUTE: &[u16] = &[404];
+const UNAUTHENTICATED: &[u16] = &[401];
+
+/// Seeds t1 and t2 (and `common`) through the real command handler as their own callers, and
+/// projects the data and history tables directly (as data-sync would).
+async fn seed(stack: &Stack) -> Seeded {
+    let mode = stack.mode;
+    let write = |who: Who, body: Value| async move {
+        let request = Req::command("POST", &body.to_string())
+            .from(mode, who)
+            .header(
+                "idempotency-key",
+                &format!(
+                    "seed-{}-{}-{}",
+                    who.tenant,
+                    body["sk"].as_str().unwrap_or_default(),
+                    body["version"]
+                ),
+            );
+        let answer = stack.send(request).await;
+        assert_eq!(answer.status, 202, "seeding: {}", answer.text);
+    };
+    for i in 0..5 {
+        write(
+            T1,
+            json!({"pk": "PRODUCT#t1", "sk": format!("P{i}"), "version": 0, "name": "mine"}),
+        )
+        .await;
+        write(
+            T2,
+            json!({"pk": "PRODUCT#t2", "sk": format!("P{i}"), "version": 0,
+                   "name": T2_SECRET, "attributes": {"secret": T2_SECRET}}),
+        )
+        .await;
+        write(
+            T2,
+            json!({"pk": "PRODUCT#t2", "sk": format!("P{i}"), "version": 1,
+                   "name": T2_SECRET, "attributes": {"secret": T2_SECRET}}),
+        )
+        .await;
+    }
+    write(
+        ROOT,
+        json!({"pk": "MASTER#common", "sk": "SETTING#app#theme", "version": 0, "name": "dark"}),
+    )
+    .await;
+    // The projection, as data-sync would write it.
+    let store = common::store(&stack.tables);
+    for item in common::scan_items(&stack.tables, &stack.tables.command).await {
+        store.put_history(&item).await.unwrap();
+        store.put_data_if_newer(&item).await.unwrap();
+    }
+
+    // Cursors of t2's listings, as t2 gets them.
+    let listing = stack
+        .send(Req::get("/items/PRODUCT%23t2?limit=2").from(mode, T2))
+        .await;
+    assert_eq!(listing.status, 200, "{}", listing.text);
+    let versions = stack
+        .send(Req::get("/items/PRODUCT%23t2/P0/versions?limit=1").from(mode, T2))
+        .await;
+    assert_eq!(versions.status, 200, "{}", versions.text);
+    // And t1's own, to tamper with.
+    let own = stack
+        .send(Req::get("/items/PRODUCT%23t1?limit=2").from(mode, T1))
+        .await;
+    assert_eq!(own.status, 200, "{}", own.text);
+    Seeded {
+        t2_listing_cursor: listing.body["cursor"].as_str().expect("a cursor").into(),
+        t2_versions_cursor: versions.body["cursor"].as_str().expect("a cursor").into(),
+        t1_listing_cursor: own.body["cursor"].as_str().expect("a cursor").into(),
+    }
+}
+
+struct Seeded {
+    t2_listing_cursor: String,
+    t2_versions_cursor: String,
+    t1_listing_cursor: String,
+}
+
+fn edit_cursor(cursor: &str, change: impl FnOnce(&mut Value)) -> String {
+    let mut json: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(cursor).expect("base64url")).unwrap();
+    change(&mut json);
+    URL_SAFE_NO_PAD.encode(json.to_string())
+}
+
+/// Every attack of tenant t1 in `mode`.
+fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
+    let mut attacks = Vec::new();
+    let as_t1 = |request: Req| request.from(mode, T1);
+
+    // --- Commands: another tenant's or `common`'s pk in the body. ---
+    for method in ["POST", "PATCH"] {
+        let body = |pk: &str, sk: &str, version: i64| {
+            json!({"pk": pk, "sk": sk, "version": version, "name": "pwned",
+                   "attributes": {"secret": "overwritten"}})
+            .to_string()
+        };
+        let version = if method == "POST" { 0 } else { -1 };
+        for (pk, refused) in [
+            ("PRODUCT#t2", FORBIDDEN),
+            ("PRODUCT#t2#x", FORBIDDEN),
+            ("ORDER#t2", FORBIDDEN),
+            ("LOG#t2#2026-01", FORBIDDEN),
+            ("MASTER#common", FORBIDDEN),
+            ("PRODUCT#common", FORBIDDEN),
+            ("USER_TENANT#common", FORBIDDEN),
+            // Look-alikes of t1 that are other tenants.
+            ("PRODUCT#T1", FORBIDDEN),
+            ("PRODUCT#t10", FORBIDDEN),
+            ("PRODUCT#t1 ", FORBIDDEN),
+            (" PRODUCT#t2", FORBIDDEN),
+            ("PRODUCT#\u{ff54}1", FORBIDDEN),
+            ("PRODUCT#\u{200b}t1", FORBIDDEN),
+            // Percent-encoding in a body is text, never decoded.
+            ("PRODUCT#%74%31", FORBIDDEN),
+            ("PRODUCT%23t1", BAD_OR_FORBIDDEN),
+            ("PRODUCT%2523t1", BAD_OR_FORBIDDEN),
+            // `#` and `@` smuggled into the tenant segment.
+            ("PRODUCT#t1@t2", BAD),
+            ("PRODUCT#@t2", BAD),
+            ("PRODUCT##t2", BAD),
+            ("#t1", BAD),
+            ("PRODUCT#", BAD),
+            ("PRODUCT#t1#", BAD),
+            ("PRODUCT#t1\u{0}#t2", BAD),
+            ("PRODUCT#t1\n", BAD),
+            ("PRODUCT\u{ff03}t1", BAD_OR_FORBIDDEN),
+        ] {
+            attacks.push(attack(
+                format!("{method} body pk {pk:?}"),
+                as_t1(Req::command(method, &body(pk, "P0", version))),
+                refused,
+            ));
+        }
+        // `#` / `@` smuggled into the sort key of t1's own partition.
+        for sk in [
+            "P0@2", "P0@", "@1", "P0#", "#P0", "P0##x", "P0@1#x", "P0\u{0}",
+        ] {
+            attacks.push(attack(
+                format!("{method} body sk {sk:?}"),
+                as_t1(Req::command(method, &body("PRODUCT#t1", sk, version))),
+                BAD,
+            ));
+        }
+        // JSON tricks: a duplicate pk member (the last wins: t2), an escaped `#`, a second-case
+        // member name.
+        for (what, text) in [
+            (
+                "duplicate pk members",
+                r#"{"pk":"PRODUCT#t1","pk":"PRODUCT#t2","sk":"P0","version":-1}"#.to_string(),
+            ),
+            (
+                "escaped # in pk",
+                r#"{"pk":"PRODUCT\u0023t2","sk":"P0","version":-1}"#.to_string(),
+            ),
+            (
+                "PK member",
+                r#"{"pk":"PRODUCT#t1","PK":"PRODUCT#t2","sk":"P0","version":-1}"#.to_string(),
+            ),
+            (
+                "tenantCode member",
+                r#"{"pk":"PRODUCT#t1","sk":"P0","version":-1,"tenantCode":"t2"}"#.to_string(),
+            ),
+            (
+                "id member",
+                r#"{"pk":"PRODUCT#t1","sk":"P0","version":-1,"id":"PRODUCT#t2#P0"}"#.to_string(),
+            ),
+        ] {
+            attacks.push(attack(
+                format!("{method} {what}"),
+                as_t1(Req::command(method, &text)),
+                BAD_OR_FORBIDDEN,
+            ));
+        }
+        // Forged roles: never system_admin from a header in JWT mode, nor a look-alike role.
+        if mode == CallerMode::Jwt {
+            attacks.push(attack(
+                format!("{method} common with x-roles: system_admin header"),
+                as_t1(Req::command(
+                    method,
+                    &body("MASTER#common", "SETTING#x", version),
+                ))
+                .header("x-roles", "system_admin"),
+                FORBIDDEN,
+            ));
+            attacks.push(attack(
+                format!("{method} t2 with x-tenant-code: t2 header"),
+                as_t1(Req::command(method, &body("PRODUCT#t2", "P0", version)))
+                    .header("x-tenant-code", "t2")
+                    .header("x-user-id", "u2"),
+                FORBIDDEN,
+            ));
+            attacks.push(attack(
+                format!("{method} with x-tenant-code: t2 header and no claims"),
+                Req::command(method, &body("PRODUCT#t2", "P0", version))
+                    .local(T2)
+                    .header("x-roles", "system_admin"),
+                UNAUTHENTICATED,
+            ));
+        } else {
+            // Local mode: the headers are the caller; claims count for nothing, and a repeated
+            // tenant header makes no tenant of its own.
+            attacks.push(attack(
+                format!("{method} t2 with system_admin claims but t1 headers"),
+                Req::command(method, &body("PRODUCT#t2", "P0", version))
+                    .claims(ROOT)
+                    .local(T1),
+                FORBIDDEN,
+            ));
+            attacks.push(attack(
+                format!("{method} t2 with two x-tenant-code headers"),
+                Req::command(method, &body("PRODUCT#t2", "P0", version))
+                    .header("x-tenant-code", "t1")
+                    .header("x-tenant-code", "t2")
+                    .header("x-user-id", "u1"),
+                FORBIDDEN,
+            ));
+            attacks.push(attack(
+                format!("{method} t2 with claims only"),
+                Req::command(method, &body("PRODUCT#t2", "P0", version)).claims(T2),
+                UNAUTHENTICATED,
+            ));
+        }
+        for roles in ["System_Admin", "system_admin_x", "admin system-admin", "[]"] {
+            attacks.push(attack(
+                format!("{method} common with roles {roles:?}"),
+                Req::command(method, &body("MASTER#common", "SETTING#x", version)).from(
+                    mode,
+                    Who {
+                        user: "u1",
+                        tenant: "t1",
+                        roles,
+                    },
+                ),
+                FORBIDDEN,
+            ));
+        }
+        // A caller whose tenant claim is itself a trick.
+        for tenant in ["t2#x", "t1#t2", ""] {
+            attacks.push(attack(
+                format!("{method} t2 as tenant {tenant:?}"),
+                Req::command(method, &body("PRODUCT#t2", "P0", version)).from(
+                    mode,
+                    Who {
+                        user: "u1",
+                        tenant,
+                        roles: "admin",
+                    },
+                ),
+                &[401, 403],
+            ));
+        }
+    }
+    // t2's idempotency key and request, replayed by t1: never t2's answer.
+    attacks.push(attack(
+        "POST t2's request with t2's Idempotency-Key",
+        as_t1(Req::command(
+            "POST",
+            &json!({"pk": "PRODUCT#t2", "sk": "P0", "version": 0,
+                    "name": T2_SECRET, "attributes": {"secret": T2_SECRET}})
+            .to_string(),
+        ))
+        .header("idempotency-key", "seed-t2-P0-0"),
+        FORBIDDEN,
+    ));
+
+    // --- Queries: another tenant's pk in the path, on every route. ---
+    for pk in [
+        "PRODUCT%23t2",
+        "PRODUCT#t2",
+        "PRODUCT%23T2",
+        "PRODUCT%23%74%32",
+        "%50RODUCT%23t2",
+        "PRODUCT%23t2%23x",
+        "PRODUCT%23t10",
+        "PRODUCT%23t2%2F..%2F..%2FPRODUCT%23t1",
+        "PRODUCT%23t1%2F..%2F..%2FPRODUCT%23t2",
+        "PRODUCT%23%E2%80%8Bt1",
+    ] {
+        for suffix in ["", "/P0", "/P0/versions", "/P0/versions/1"] {
+            attacks.push(attack(
+                format!("GET /items/{pk}{suffix}"),
+                as_t1(Req::get(&format!("/items/{pk}{suffix}"))),
+                FORBIDDEN,
+            ));
+        }
+    }
+    // Encodings that must not decode to a second `#`: refused as malformed.
+    for pk in [
+        "PRODUCT%2523t2",
+        "PRODUCT%252523t2",
+        "PRODUCT%2At2",
+        "PRODUCT%2at2",
+        "PRODUCT%C0%A3t2",
+        "PRODUCT%E0%80%A3t2",
+        "PRODUCT%23t2%40x",
+        "PRODUCT%23t2%00",
+        "PRODUCT%23%23t2",
+        "PRODUCT%23",
+        "PRODUCT%FF%23t2",
+        "%23t2",
+    ] {
+        for suffix in ["", "/P0", "/P0/versions", "/P0/versions/1"] {
+            attacks.push(attack(
+                format!("GET /items/{pk}{suffix}"),
+                as_t1(Req::get(&format!("/items/{pk}{suffix}"))),
+                BAD_OR_FORBIDDEN,
+            ));
+        }
+    }
+    // Tricks in the sort key of t1's own partition: malformed, or an item of t1 that is not there.
+    for (sk, refused) in [
+        ("P0%401", BAD),
+        ("P0%40", BAD),
+        ("P0%23", BAD),
+        ("%23P0", BAD),
+        ("P0%00", BAD),
+        ("P0%FF", BAD),
+        ("..%2F..%2FPRODUCT%23t2%2FP0", NOT_FOUND),
+        ("P0%2523t2", NOT_FOUND),
+    ] {
+        attacks.push(attack(
+            format!("GET /items/PRODUCT%23t1/{sk}"),
+            as_t1(Req::get(&format!("/items/PRODUCT%23t1/{sk}"))),
+            refused,
+        ));
+    }
+    // Unencoded traversal: no route.
+    for path in [
+        "/items/PRODUCT%23t1/../PRODUCT%23t2",
+        "/items/PRODUCT%23t1/P0/../../PRODUCT%23t2/P0",
+        "/items/PRODUCT%23t1/P0/versions/../../../PRODUCT%23t2",
+    ] {
+        attacks.push(attack(
+            format!("GET {path}"),
+            as_t1(Req::get(path)),
+            NO_ROUTE,
+        ));
+    }
+    // Cursors of t2's listings, by t1.
+    let t2_cursor = &seeded.t2_listing_cursor;
+    let t2_versions = &seeded.t2_versions_cursor;
+    for (target, refused) in [
+        (format!("/items/PRODUCT%23t2?cursor={t2_cursor}"), FORBIDDEN),
+        (format!("/items/PRODUCT%23t1?cursor={t2_cursor}"), BAD),
+        (
+            format!("/items/PRODUCT%23t2/P0/versions?cursor={t2_versions}"),
+            FORBIDDEN,
+        ),
+        (
+            format!("/items/PRODUCT%23t1/P0/versions?cursor={t2_versions}"),
+            BAD,
+        ),
+        (
+            format!("/items/PRODUCT%23t1/P0/versions?cursor={t2_cursor}"),
+            BAD,
+        ),
+        (
+            format!(
+                "/items/PRODUCT%23t1?cursor={}",
+                edit_cursor(&seeded.t1_listing_cursor, |j| j["pk"] = "PRODUCT#t2".into())
+            ),
+            BAD,
+        ),
+        (
+            format!(
+                "/items/PRODUCT%23t1/P0/versions?cursor={}",
+                edit_cursor(t2_versions, |j| {
+                    j["pk"] = "PRODUCT#t1".into();
+                })
+            ),
+            BAD,
+        ),
+    ] {
+        attacks.push(attack(
+            format!("GET {target}"),
+            as_t1(Req::get(&target)),
+            refused,
+        ));
+    }
+    // Forged caller headers and roles on reads.
+    if mode == CallerMode::Jwt {
+        attacks.push(attack(
+            "GET t2 with x-tenant-code: t2 header",
+            as_t1(Req::get("/items/PRODUCT%23t2/P0"))
+                .header("x-tenant-code", "t2")
+                .header("x-user-id", "u2"),
+            FORBIDDEN,
+        ));
+        attacks.push(attack(
+            "GET t2 with x-roles: system_admin header",
+            as_t1(Req::get("/items/PRODUCT%23t2/P0")).header("x-roles", "system_admin"),
+            FORBIDDEN,
+        ));
+        attacks.push(attack(
+            "GET t2 with caller headers and no claims",
+            Req::get("/items/PRODUCT%23t2/P0").local(T2),
+            UNAUTHENTICATED,
+        ));
+    } else {
+        attacks.push(attack(
+            "GET t2 with system_admin claims but t1 headers",
+            Req::get("/items/PRODUCT%23t2/P0").claims(ROOT).local(T1),
+            FORBIDDEN,
+        ));
+        attacks.push(attack(
+            "GET t2 with claims only",
+            Req::get("/items/PRODUCT%23t2/P0").claims(T2),
+            UNAUTHENTICATED,
+        ));
+    }
+    attacks
+}
+
+async fn run_attacks(mode: CallerMode) -> (usize, usize, usize) {
+    let stack = Stack::new(mode).await;
+    let seeded = seed(&stack).await;
+
+    // Controls: the same routes work for their own tenant (so a refusal is a refusal).
+    for target in [
+        "/items/PRODUCT%23t1",
+        "/items/PRODUCT%23t1/P0",
+        "/items/PRODUCT%23t1/P0/versions",
+        "/items/PRODUCT%23t1/P0/versions/1",
+        "/items/MASTER%23common/SETTING%23app%23theme",
+    ] {
+        let answer = stack.send(Req::get(target).from(mode, T1)).await;
+        assert_eq!(answer.status, 200, "control {target}: {}", answer.text);
+    }
+    let answer = stack
+        .send(Req::get("/items/PRODUCT%23t2/P0").from(mode, T2))
+        .await;
+    assert!(answer.text.contains(T2_SECRET), "control: t2 reads its own");
+
+    let before = stack.snapshot().await;
+    let attacks = attacks(mode, &seeded);
+    let (mut on_commands, mut on_queries) = (0, 0);
+    let mut failures = Vec::new();
+    for attack in attacks {
+        if attack.request.path.starts_with("/commands") {
+            on_commands += 1;
+        } else {
+            on_queries += 1;
+        }
+        let answer: Answer = stack.send(attack.request).await;
+        if !attack.refused_with.contains(&answer.status) {
+            failures.push(format!(
+                "{mode:?} {}: expected {:?}, got {} {}",
+                attack.what, attack.refused_with, answer.status, answer.text
+            ));
+        } else if let Some(fault) = answer.problem_fault() {
+            failures.push(format!("{mode:?} {}: {fault}", attack.what));
+        }
+        if answer.text.contains(T2_SECRET) {
+            failures.push(format!("{mode:?} {}: t2's data leaked", attack.what));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let after = stack.snapshot().await;
+    assert_eq!(before, after, "{mode:?}: an attack wrote something");
+    (on_commands, on_queries, after.items())
+}
+
+#[tokio::test]
+async fn tenant_attacks_are_refused_in_both_caller_modes_and_write_nothing() {
+    let mut total = 0;
+    for mode in [CallerMode::Jwt, CallerMode::Local] {
+        let (on_commands, on_queries, items) = run_attacks(mode).await;
+        let label = match mode {
+            CallerMode::Jwt => "CALLER_MODE unset (JWT claims)",
+            CallerMode::Local => "CALLER_MODE=local (caller headers)",
+        };
+        println!(
+            "tenants: {label}: {} attacks ({on_commands} on command-handler, {on_queries} on \
+             query-handler): all refused with a 4xx problem document, 0 of t2's data in any \
+             answer, the {items} items of the four tables unchanged",
+            on_commands + on_queries
+        );
+        total += on_commands + on_queries;
+    }
+    println!("tenants: {total} attacks tried in all, every one refused, nothing written");
+}
