@@ -1,5 +1,5 @@
 # The project's commands; see README.md.
-.PHONY: test dev dev-up dev-down
+.PHONY: test dev dev-up dev-down bench
 
 test: ## Every test: fmt, clippy, docs, template checks, the suite against DynamoDB Local, end to end
 	bash scripts/test.sh
@@ -12,3 +12,6 @@ dev-up: ## The same in the background, for scripts
 
 dev-down: ## Stop what dev-up started
 	bash scripts/dev.sh down
+
+bench: ## Benchmarks beside @mbc-cqrs-serverless/core (Node), one run; rewrites BENCHMARKS.md
+	bash scripts/bench.sh

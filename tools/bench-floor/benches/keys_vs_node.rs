@@ -186,7 +186,7 @@ fn benches(c: &mut Criterion) {
             }
         })
     });
-    // References: what the same build and parse cost without the crate's validation (the Node
+    // References: what the same builds and parses cost without the crate's validation (the Node
     // side, having no composite or entity helper, does only this).
     group.bench_function("composite_key_join_unvalidated", |b| {
         b.iter(|| {
@@ -199,6 +199,13 @@ fn benches(c: &mut Criterion) {
         b.iter(|| {
             for i in &inputs {
                 black_box(black_box(&i.composite).split('#').collect::<Vec<&str>>());
+            }
+        })
+    });
+    group.bench_function("parse_entity_key_split_unvalidated", |b| {
+        b.iter(|| {
+            for i in &inputs {
+                black_box(black_box(&i.entity).split_once('#'));
             }
         })
     });
