@@ -147,31 +147,51 @@ pub(crate) fn check_path(part: &dyn Display, value: &str) -> Result<(), KeyError
         });
     }
     check_chars(part, value, false)?;
-    for (i, segment) in value.split(KEY_SEPARATOR).enumerate() {
-        if segment.is_empty() {
-            return Err(KeyError::EmptyComponent {
-                part: format!("{part} segment {}", i + 1),
-            });
+    // Fast test first; the position is only worked out for the error.
+    let bytes = value.as_bytes();
+    let sep = KEY_SEPARATOR as u8;
+    if bytes[0] == sep || bytes[bytes.len() - 1] == sep || bytes.windows(2).any(|w| w == [sep, sep])
+    {
+        for (i, segment) in value.split(KEY_SEPARATOR).enumerate() {
+            if segment.is_empty() {
+                return Err(KeyError::EmptyComponent {
+                    part: format!("{part} segment {}", i + 1),
+                });
+            }
         }
     }
     Ok(())
 }
 
 /// Refuses `@`, control characters and (when `refuse_hash`) `#`.
+///
+/// Works on bytes: the separators and the C0 controls (and DEL) are single bytes in UTF-8, and the
+/// C1 controls (U+0080 to U+009F) are `0xC2` followed by `0x80..=0x9F`; a `0xC2` byte in valid UTF-8
+/// is always the lead byte of a two-byte character, so no character is misread.
 fn check_chars(part: &dyn Display, value: &str, refuse_hash: bool) -> Result<(), KeyError> {
-    for c in value.chars() {
-        if c == VER_SEPARATOR || (refuse_hash && c == KEY_SEPARATOR) {
+    let bytes = value.as_bytes();
+    let (ver, key) = (VER_SEPARATOR as u8, KEY_SEPARATOR as u8);
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == ver || (refuse_hash && b == key) {
             return Err(KeyError::SeparatorInComponent {
                 part: part.to_string(),
                 value: value.into(),
-                separator: c,
+                separator: char::from(b),
             });
         }
-        if c.is_control() {
+        let control = match b {
+            0x00..=0x1F | 0x7F => Some(u32::from(b)),
+            0xC2 => bytes
+                .get(i + 1)
+                .filter(|next| (0x80..=0x9F).contains(*next))
+                .map(|next| u32::from(*next)),
+            _ => None,
+        };
+        if let Some(code) = control {
             return Err(KeyError::ControlCharacter {
                 part: part.to_string(),
                 value: value.into(),
-                code: u32::from(c),
+                code,
             });
         }
     }

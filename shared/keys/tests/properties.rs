@@ -293,3 +293,25 @@ fn process_wide_ulids_strictly_increase() {
     let ids: Vec<String> = (0..10_000).map(|_| new_ulid()).collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
 }
+
+proptest! {
+    /// The byte-wise validation agrees with the rule as written for characters: a component is
+    /// non-empty and holds no `#`, no `@` and no control character (Unicode Cc), and the error
+    /// names the first offending character.
+    #[test]
+    fn component_validation_follows_the_character_rule(value in "\\PC{0,12}|[\\x00-\\x7f]{0,12}|[#@a\\u{80}-\\u{a0}é]{0,8}") {
+        let first_bad = value.chars().find(|c| *c == '#' || *c == '@' || c.is_control());
+        let result = validate_component("part", &value);
+        let agrees = match (value.is_empty(), first_bad) {
+            (true, _) => matches!(result, Err(KeyError::EmptyComponent { .. })),
+            (false, None) => result.is_ok(),
+            (false, Some(c)) if c == '#' || c == '@' => {
+                matches!(result, Err(KeyError::SeparatorInComponent { separator, .. }) if separator == c)
+            }
+            (false, Some(c)) => {
+                matches!(result, Err(KeyError::ControlCharacter { code, .. }) if code == u32::from(c))
+            }
+        };
+        prop_assert!(agrees, "{:?} gave {:?}", value, result);
+    }
+}
