@@ -29,6 +29,7 @@
 
 pub mod endpoint;
 pub mod fixtures;
+pub mod http_event;
 pub mod local_quirks;
 pub mod stream_event;
 pub mod tables;

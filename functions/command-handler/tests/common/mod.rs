@@ -9,6 +9,7 @@ use cqrs_caller::CallerMode;
 use cqrs_item::Item;
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
+use cqrs_testkit::http_event::HttpApiRequest;
 use lambda_http::{Body, Request, Response};
 use serde_json::{Value, json};
 
@@ -128,37 +129,12 @@ impl Harness {
 
 /// An API Gateway HTTP API (payload 2.0) event for `method /commands` from `caller`.
 pub fn event(method: &str, caller: &As, body: &str, headers: &[(&str, &str)]) -> Request {
-    let mut header_map = serde_json::Map::new();
-    header_map.insert("content-type".into(), json!("application/json"));
+    let mut request =
+        HttpApiRequest::command(method, body).claims(caller.user, caller.tenant, caller.roles);
     for (name, value) in headers {
-        header_map.insert((*name).into(), json!(value));
+        request = request.header(name, value);
     }
-    let event = json!({
-        "version": "2.0",
-        "routeKey": format!("{method} /commands"),
-        "rawPath": "/commands",
-        "rawQueryString": "",
-        "headers": header_map,
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "api",
-            "authorizer": {"jwt": {"claims": {
-                "sub": caller.user, "custom:tenant": caller.tenant, "custom:roles": caller.roles
-            }, "scopes": null}},
-            "domainName": "api.example.test",
-            "domainPrefix": "api",
-            "http": {"method": method, "path": "/commands", "protocol": "HTTP/1.1",
-                     "sourceIp": "192.0.2.10", "userAgent": "tests"},
-            "requestId": "apigw-request",
-            "routeKey": format!("{method} /commands"),
-            "stage": "$default",
-            "time": "01/Jan/2026:00:00:00 +0000",
-            "timeEpoch": 1767225600000i64
-        },
-        "body": body,
-        "isBase64Encoded": false
-    });
-    lambda_http::request::from_str(&event.to_string()).expect("a valid HTTP API event")
+    request.request()
 }
 
 pub fn command(pk: &str, sk: &str, version: i64) -> Value {

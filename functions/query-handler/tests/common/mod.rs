@@ -9,6 +9,7 @@ use cqrs_caller::CallerMode;
 use cqrs_item::Item;
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
+use cqrs_testkit::http_event::HttpApiRequest;
 use lambda_http::{Body, Request, Response};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use query_handler::App;
@@ -301,110 +302,21 @@ pub fn version_item(pk: &str, sk: &str, version: i64, deleted: bool) -> Item {
     item
 }
 
-/// The route key API Gateway would match for a raw path.
-fn route_key(method: &str, path: &str) -> String {
-    let segments = path.trim_start_matches('/').split('/').count();
-    let route = match segments {
-        2 => "/items/{pk}",
-        3 => "/items/{pk}/{sk}",
-        4 => "/items/{pk}/{sk}/versions",
-        _ => "/items/{pk}/{sk}/versions/{v}",
-    };
-    format!("{method} {route}")
-}
-
 /// An API Gateway HTTP API (payload 2.0) event for `method target` from `caller`, where `target`
 /// is a raw (percent-encoded) path with an optional raw query string.
 pub fn event(method: &str, caller: &As, target: &str, headers: &[(&str, &str)]) -> Request {
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let mut header_map = serde_json::Map::new();
-    header_map.insert("accept".into(), json!("application/json"));
+    let mut request = HttpApiRequest::new(method, target)
+        .claims(caller.user, caller.tenant, caller.roles)
+        .header("accept", "application/json");
     for (name, value) in headers {
-        header_map.insert((*name).into(), json!(value));
+        request = request.header(name, value);
     }
-    let mut query_parameters = serde_json::Map::new();
-    for (name, value) in url_pairs(query) {
-        query_parameters.insert(name, json!(value));
-    }
-    let names = ["pk", "sk", "", "v"];
-    let mut path_parameters = serde_json::Map::new();
-    for (i, segment) in path.trim_start_matches('/').split('/').skip(1).enumerate() {
-        if let Some(name) = names.get(i).filter(|n| !n.is_empty()) {
-            path_parameters.insert((*name).into(), json!(segment));
-        }
-    }
-    let event = json!({
-        "version": "2.0",
-        "routeKey": route_key(method, path),
-        "rawPath": path,
-        "rawQueryString": query,
-        "headers": header_map,
-        "queryStringParameters": query_parameters,
-        "pathParameters": path_parameters,
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "api",
-            "authorizer": {"jwt": {"claims": {
-                "sub": caller.user, "custom:tenant": caller.tenant, "custom:roles": caller.roles
-            }, "scopes": null}},
-            "domainName": "api.example.test",
-            "domainPrefix": "api",
-            "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
-                     "sourceIp": "192.0.2.10", "userAgent": "tests"},
-            "requestId": "apigw-request",
-            "routeKey": route_key(method, path),
-            "stage": "$default",
-            "time": "01/Jan/2026:00:00:00 +0000",
-            "timeEpoch": 1767225600000i64
-        },
-        "isBase64Encoded": false
-    });
-    lambda_http::request::from_str(&event.to_string()).expect("a valid HTTP API event")
+    request.request()
 }
 
 /// A `method /commands` event for the command handler.
 pub fn command_event(method: &str, caller: &As, body: &str) -> Request {
-    let event = json!({
-        "version": "2.0",
-        "routeKey": format!("{method} /commands"),
-        "rawPath": "/commands",
-        "rawQueryString": "",
-        "headers": {"content-type": "application/json"},
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "api",
-            "authorizer": {"jwt": {"claims": {
-                "sub": caller.user, "custom:tenant": caller.tenant, "custom:roles": caller.roles
-            }, "scopes": null}},
-            "domainName": "api.example.test",
-            "domainPrefix": "api",
-            "http": {"method": method, "path": "/commands", "protocol": "HTTP/1.1",
-                     "sourceIp": "192.0.2.10", "userAgent": "tests"},
-            "requestId": "apigw-request",
-            "routeKey": format!("{method} /commands"),
-            "stage": "$default",
-            "time": "01/Jan/2026:00:00:00 +0000",
-            "timeEpoch": 1767225600000i64
-        },
-        "body": body,
-        "isBase64Encoded": false
-    });
-    lambda_http::request::from_str(&event.to_string()).expect("a valid HTTP API event")
-}
-
-/// Decoded `name=value` pairs of a raw query string (for the event's `queryStringParameters`).
-fn url_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let decode = |s: &str| {
-                percent_encoding::percent_decode_str(s)
-                    .decode_utf8_lossy()
-                    .into_owned()
-            };
-            (decode(name), decode(value))
-        })
-        .collect()
+    HttpApiRequest::command(method, body)
+        .claims(caller.user, caller.tenant, caller.roles)
+        .request()
 }

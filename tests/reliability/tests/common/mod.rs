@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use base64::{Engine, engine::general_purpose::STANDARD};
 use cqrs_caller::CallerMode;
 use cqrs_item::Item;
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
+use cqrs_testkit::http_event::HttpApiRequest;
 use lambda_http::{Body, Request, Response};
 use serde_json::{Map, Value, json};
 
@@ -177,76 +177,16 @@ impl Req {
     /// The API Gateway HTTP API (payload 2.0) event. A body that is not UTF-8 is sent base64
     /// encoded, as API Gateway does with binary bodies.
     pub fn event(&self) -> Request {
-        let mut headers = Map::new();
-        for (name, value) in &self.headers {
-            // API Gateway joins repeated headers with commas.
-            let joined = match headers.get(name.as_str()).and_then(Value::as_str) {
-                Some(before) => format!("{before},{value}"),
-                None => value.clone(),
-            };
-            headers.insert(name.clone(), json!(joined));
+        HttpApiRequest {
+            method: self.method.clone(),
+            path: self.path.clone(),
+            query: self.query.clone(),
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+            claims: self.claims.clone(),
         }
-        let mut query_parameters = Map::new();
-        for pair in self.query.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let (name, value) = (
-                percent_encoding_decode(name),
-                percent_encoding_decode(value),
-            );
-            let joined = match query_parameters.get(&name).and_then(Value::as_str) {
-                Some(before) => format!("{before},{value}"),
-                None => value,
-            };
-            query_parameters.insert(name, json!(joined));
-        }
-        let (body, base64) = match &self.body {
-            None => (Value::Null, false),
-            Some(bytes) => match std::str::from_utf8(bytes) {
-                Ok(text) => (json!(text), false),
-                Err(_) => (json!(STANDARD.encode(bytes)), true),
-            },
-        };
-        let authorizer = match &self.claims {
-            Some(claims) => json!({"jwt": {"claims": claims, "scopes": null}}),
-            None => Value::Null,
-        };
-        let route_key = format!("{} {}", self.method, self.path);
-        let mut context = json!({
-            "accountId": "123456789012",
-            "apiId": "api",
-            "domainName": "api.example.test",
-            "domainPrefix": "api",
-            "http": {"method": self.method, "path": self.path, "protocol": "HTTP/1.1",
-                     "sourceIp": "192.0.2.10", "userAgent": "reliability"},
-            "requestId": "apigw-request",
-            "routeKey": route_key,
-            "stage": "$default",
-            "time": "01/Jan/2026:00:00:00 +0000",
-            "timeEpoch": 1767225600000i64
-        });
-        if !authorizer.is_null() {
-            context["authorizer"] = authorizer;
-        }
-        let event = json!({
-            "version": "2.0",
-            "routeKey": route_key,
-            "rawPath": self.path,
-            "rawQueryString": self.query,
-            "headers": headers,
-            "queryStringParameters": query_parameters,
-            "requestContext": context,
-            "body": body,
-            "isBase64Encoded": base64
-        });
-        lambda_http::request::from_str(&event.to_string()).expect("a valid HTTP API event")
+        .request()
     }
-}
-
-/// Percent-decodes a query component (lossy), as the runtime hands query parameters over.
-fn percent_encoding_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
 }
 
 /// What a function answered.
