@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{Req, Stack, T1};
+use common::{Caller, Req, Stack, T1, get};
 use cqrs_caller::CallerMode;
 use serde_json::{Value, json};
 
@@ -277,7 +277,7 @@ fn corpus(mode: CallerMode) -> Vec<(String, Req)> {
     let item = "/items/PRODUCT%23t1/P0";
     let versions = "/items/PRODUCT%23t1/P0/versions";
     let mut get = |what: String, target: String| {
-        requests.push((format!("GET {what}"), Req::get(&target).from(mode, T1)));
+        requests.push((format!("GET {what}"), get(&target).from(mode, T1)));
     };
     for limit in [
         "0",

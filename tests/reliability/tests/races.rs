@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Req, Stack, T1, scan_items, store};
+use common::{Caller, Req, Stack, T1, scan_items, store};
 use cqrs_caller::CallerMode;
 use data_sync::DataSync;
 use futures::future::join_all;
@@ -41,7 +41,7 @@ async fn chain(stack: &Stack, pk: &str, base: &str) -> Vec<i64> {
 #[tokio::test]
 async fn fifty_writers_of_one_version_one_wins_and_the_data_table_holds_the_winner() {
     let stack = Stack::new(CallerMode::Jwt).await;
-    let post = |body: serde_json::Value| Req::command("POST", &body.to_string()).claims(T1);
+    let post = |body: serde_json::Value| Req::command("POST", &body.to_string()).claims_of(T1);
     let created = stack
         .send(post(
             json!({"pk": "PRODUCT#t1", "sk": "RACE", "version": 0, "name": "v1"}),
@@ -123,7 +123,7 @@ async fn fifty_writers_of_the_latest_version_leave_a_chain_without_gap() {
             let body = json!({"pk": "PRODUCT#t1", "sk": "SEQ", "version": -1,
                               "name": format!("writer {i}")});
             stack
-                .send(Req::command("POST", &body.to_string()).claims(T1))
+                .send(Req::command("POST", &body.to_string()).claims_of(T1))
                 .await
         }
     }))

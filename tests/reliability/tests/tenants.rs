@@ -10,7 +10,7 @@
 mod common;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use common::{Answer, ROOT, Req, Stack, T1, T2, Who};
+use common::{Answer, Caller, ROOT, Req, Stack, T1, T2, Who, get};
 use cqrs_caller::CallerMode;
 use serde_json::{Value, json};
 
@@ -93,16 +93,16 @@ async fn seed(stack: &Stack) -> Seeded {
 
     // Cursors of t2's listings, as t2 gets them.
     let listing = stack
-        .send(Req::get("/items/PRODUCT%23t2?limit=2").from(mode, T2))
+        .send(get("/items/PRODUCT%23t2?limit=2").from(mode, T2))
         .await;
     assert_eq!(listing.status, 200, "{}", listing.text);
     let versions = stack
-        .send(Req::get("/items/PRODUCT%23t2/P0/versions?limit=1").from(mode, T2))
+        .send(get("/items/PRODUCT%23t2/P0/versions?limit=1").from(mode, T2))
         .await;
     assert_eq!(versions.status, 200, "{}", versions.text);
     // And t1's own, to tamper with.
     let own = stack
-        .send(Req::get("/items/PRODUCT%23t1?limit=2").from(mode, T1))
+        .send(get("/items/PRODUCT%23t1?limit=2").from(mode, T1))
         .await;
     assert_eq!(own.status, 200, "{}", own.text);
     Seeded {
@@ -245,7 +245,7 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
             attacks.push(attack(
                 format!("{method} t2 with system_admin claims but t1 headers"),
                 Req::command(method, &body("PRODUCT#t2", "P0", version))
-                    .claims(ROOT)
+                    .claims_of(ROOT)
                     .local(T1),
                 FORBIDDEN,
             ));
@@ -259,7 +259,7 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
             ));
             attacks.push(attack(
                 format!("{method} t2 with claims only"),
-                Req::command(method, &body("PRODUCT#t2", "P0", version)).claims(T2),
+                Req::command(method, &body("PRODUCT#t2", "P0", version)).claims_of(T2),
                 UNAUTHENTICATED,
             ));
         }
@@ -322,7 +322,7 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
         for suffix in ["", "/P0", "/P0/versions", "/P0/versions/1"] {
             attacks.push(attack(
                 format!("GET /items/{pk}{suffix}"),
-                as_t1(Req::get(&format!("/items/{pk}{suffix}"))),
+                as_t1(get(&format!("/items/{pk}{suffix}"))),
                 FORBIDDEN,
             ));
         }
@@ -345,7 +345,7 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
         for suffix in ["", "/P0", "/P0/versions", "/P0/versions/1"] {
             attacks.push(attack(
                 format!("GET /items/{pk}{suffix}"),
-                as_t1(Req::get(&format!("/items/{pk}{suffix}"))),
+                as_t1(get(&format!("/items/{pk}{suffix}"))),
                 BAD_OR_FORBIDDEN,
             ));
         }
@@ -363,7 +363,7 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
     ] {
         attacks.push(attack(
             format!("GET /items/PRODUCT%23t1/{sk}"),
-            as_t1(Req::get(&format!("/items/PRODUCT%23t1/{sk}"))),
+            as_t1(get(&format!("/items/PRODUCT%23t1/{sk}"))),
             refused,
         ));
     }
@@ -373,11 +373,7 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
         "/items/PRODUCT%23t1/P0/../../PRODUCT%23t2/P0",
         "/items/PRODUCT%23t1/P0/versions/../../../PRODUCT%23t2",
     ] {
-        attacks.push(attack(
-            format!("GET {path}"),
-            as_t1(Req::get(path)),
-            NO_ROUTE,
-        ));
+        attacks.push(attack(format!("GET {path}"), as_t1(get(path)), NO_ROUTE));
     }
     // Cursors of t2's listings, by t1.
     let t2_cursor = &seeded.t2_listing_cursor;
@@ -416,7 +412,7 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
     ] {
         attacks.push(attack(
             format!("GET {target}"),
-            as_t1(Req::get(&target)),
+            as_t1(get(&target)),
             refused,
         ));
     }
@@ -424,30 +420,30 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
     if mode == CallerMode::Jwt {
         attacks.push(attack(
             "GET t2 with x-tenant-code: t2 header",
-            as_t1(Req::get("/items/PRODUCT%23t2/P0"))
+            as_t1(get("/items/PRODUCT%23t2/P0"))
                 .header("x-tenant-code", "t2")
                 .header("x-user-id", "u2"),
             FORBIDDEN,
         ));
         attacks.push(attack(
             "GET t2 with x-roles: system_admin header",
-            as_t1(Req::get("/items/PRODUCT%23t2/P0")).header("x-roles", "system_admin"),
+            as_t1(get("/items/PRODUCT%23t2/P0")).header("x-roles", "system_admin"),
             FORBIDDEN,
         ));
         attacks.push(attack(
             "GET t2 with caller headers and no claims",
-            Req::get("/items/PRODUCT%23t2/P0").local(T2),
+            get("/items/PRODUCT%23t2/P0").local(T2),
             UNAUTHENTICATED,
         ));
     } else {
         attacks.push(attack(
             "GET t2 with system_admin claims but t1 headers",
-            Req::get("/items/PRODUCT%23t2/P0").claims(ROOT).local(T1),
+            get("/items/PRODUCT%23t2/P0").claims_of(ROOT).local(T1),
             FORBIDDEN,
         ));
         attacks.push(attack(
             "GET t2 with claims only",
-            Req::get("/items/PRODUCT%23t2/P0").claims(T2),
+            get("/items/PRODUCT%23t2/P0").claims_of(T2),
             UNAUTHENTICATED,
         ));
     }
@@ -466,11 +462,11 @@ async fn run_attacks(mode: CallerMode) -> (usize, usize, usize) {
         "/items/PRODUCT%23t1/P0/versions/1",
         "/items/MASTER%23common/SETTING%23app%23theme",
     ] {
-        let answer = stack.send(Req::get(target).from(mode, T1)).await;
+        let answer = stack.send(get(target).from(mode, T1)).await;
         assert_eq!(answer.status, 200, "control {target}: {}", answer.text);
     }
     let answer = stack
-        .send(Req::get("/items/PRODUCT%23t2/P0").from(mode, T2))
+        .send(get("/items/PRODUCT%23t2/P0").from(mode, T2))
         .await;
     assert!(answer.text.contains(T2_SECRET), "control: t2 reads its own");
 

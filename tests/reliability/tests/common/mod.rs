@@ -11,9 +11,8 @@ use cqrs_caller::CallerMode;
 use cqrs_item::Item;
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
-use cqrs_testkit::http_event::HttpApiRequest;
-use lambda_http::{Body, Request, Response};
-use serde_json::{Map, Value, json};
+use lambda_http::{Body, Response};
+use serde_json::Value;
 
 /// A store on `tables`.
 pub fn store(tables: &TestTables) -> Store {
@@ -61,7 +60,7 @@ impl Stack {
     /// Sends `request` to the function that serves its path (`/commands` or anything else).
     pub async fn send(&self, request: Req) -> Answer {
         let to_commands = request.path.starts_with("/commands");
-        let event = request.event();
+        let event = request.request();
         let response = if to_commands {
             command_handler::handle(&self.command, event).await
         } else {
@@ -100,93 +99,39 @@ pub const ROOT: Who = Who {
     roles: "system_admin",
 };
 
-/// One HTTP request, as API Gateway would hand it to a function.
-#[derive(Debug, Clone)]
-pub struct Req {
-    pub method: String,
-    /// Raw (percent-encoded) path.
-    pub path: String,
-    /// Raw query string, without `?`.
-    pub query: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Option<Vec<u8>>,
-    /// JWT authorizer claims, if any.
-    pub claims: Option<Map<String, Value>>,
-}
+/// One HTTP request, as API Gateway would hand it to a function (the testkit's builder).
+pub use cqrs_testkit::http_event::HttpApiRequest as Req;
 
-impl Req {
-    /// `method target` (raw path with an optional raw query string), no caller.
-    pub fn new(method: &str, target: &str) -> Self {
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        Req {
-            method: method.into(),
-            path: path.into(),
-            query: query.into(),
-            headers: Vec::new(),
-            body: None,
-            claims: None,
+/// The callers of the suite on a request.
+pub trait Caller: Sized {
+    /// JWT claims of `who`.
+    fn claims_of(self, who: Who) -> Self;
+    /// The local caller headers of `who`.
+    fn local(self, who: Who) -> Self;
+    /// `who` as the caller mode expects it: claims, or local headers.
+    fn from(self, mode: CallerMode, who: Who) -> Self {
+        match mode {
+            CallerMode::Jwt => self.claims_of(who),
+            CallerMode::Local => self.local(who),
         }
     }
+}
 
-    pub fn get(target: &str) -> Self {
-        Self::new("GET", target)
+impl Caller for Req {
+    fn claims_of(self, who: Who) -> Self {
+        self.claims(who.user, who.tenant, who.roles)
     }
 
-    /// `method /commands` with a JSON text body.
-    pub fn command(method: &str, body: &str) -> Self {
-        Self::new(method, "/commands")
-            .header("content-type", "application/json")
-            .body(body.as_bytes())
-    }
-
-    pub fn header(mut self, name: &str, value: &str) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    pub fn body(mut self, bytes: &[u8]) -> Self {
-        self.body = Some(bytes.to_vec());
-        self
-    }
-
-    /// JWT claims of `who`.
-    pub fn claims(mut self, who: Who) -> Self {
-        let mut claims = Map::new();
-        claims.insert("sub".into(), json!(who.user));
-        claims.insert("custom:tenant".into(), json!(who.tenant));
-        claims.insert("custom:roles".into(), json!(who.roles));
-        self.claims = Some(claims);
-        self
-    }
-
-    /// The local caller headers of `who`.
-    pub fn local(self, who: Who) -> Self {
+    fn local(self, who: Who) -> Self {
         self.header("x-tenant-code", who.tenant)
             .header("x-user-id", who.user)
             .header("x-roles", who.roles)
     }
+}
 
-    /// `who` as the caller mode expects it: claims, or local headers.
-    pub fn from(self, mode: CallerMode, who: Who) -> Self {
-        match mode {
-            CallerMode::Jwt => self.claims(who),
-            CallerMode::Local => self.local(who),
-        }
-    }
-
-    /// The API Gateway HTTP API (payload 2.0) event. A body that is not UTF-8 is sent base64
-    /// encoded, as API Gateway does with binary bodies.
-    pub fn event(&self) -> Request {
-        HttpApiRequest {
-            method: self.method.clone(),
-            path: self.path.clone(),
-            query: self.query.clone(),
-            headers: self.headers.clone(),
-            body: self.body.clone(),
-            claims: self.claims.clone(),
-        }
-        .request()
-    }
+/// `GET target`, no caller.
+pub fn get(target: &str) -> Req {
+    Req::new("GET", target)
 }
 
 /// What a function answered.
