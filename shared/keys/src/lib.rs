@@ -96,4 +96,5 @@ pub use ulid_gen::{UlidGenerator, new_ulid};
 pub use validate::{validate_component, validate_partition_key, validate_sort_key};
 pub use version::{
     add_sort_key_version, parse_sort_key_version, remove_sort_key_version, sort_key_version,
+    sort_key_version_prefix,
 };

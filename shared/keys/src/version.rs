@@ -26,6 +26,25 @@ use std::fmt::Write as _;
 use crate::constants::{VER_SEPARATOR, VERSION_LATEST};
 use crate::error::KeyError;
 
+/// The prefix every versioned sort key of the base `sk` starts with (`sk@`): what a
+/// `begins_with(sk, :prefix)` query over all versions of one item needs.
+///
+/// ```
+/// use cqrs_keys::{add_sort_key_version, sort_key_version_prefix};
+///
+/// assert_eq!(sort_key_version_prefix("CAT#001"), "CAT#001@");
+/// assert!(add_sort_key_version("CAT#001", 12).starts_with(&sort_key_version_prefix("CAT#001")));
+/// // Another item whose base merely starts the same way does not match.
+/// assert!(!add_sort_key_version("CAT#0012", 1).starts_with(&sort_key_version_prefix("CAT#001")));
+/// ```
+pub fn sort_key_version_prefix(sk: &str) -> String {
+    let base = remove_sort_key_version(sk);
+    let mut prefix = String::with_capacity(base.len() + 1);
+    prefix.push_str(base);
+    prefix.push(VER_SEPARATOR);
+    prefix
+}
+
 /// Appends `@version` to a sort key, replacing any version it already has
 /// (as mbc's `addSortKeyVersion` does).
 ///

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::{
     types::{AttributeValue, Put, TransactWriteItem},
 };
 use cqrs_item::Item;
-use cqrs_keys::{VER_SEPARATOR, add_sort_key_version, parse_sort_key_version};
+use cqrs_keys::{add_sort_key_version, parse_sort_key_version, sort_key_version_prefix};
 use serde::{Deserialize, Serialize};
 
 use crate::{Store, StoreError, sdk_error};
@@ -113,8 +113,7 @@ impl Store {
         pk: &str,
         base_sk: &str,
     ) -> Result<Option<i64>, StoreError> {
-        // Every version of the item starts with `base@`.
-        let prefix = format!("{base_sk}{VER_SEPARATOR}");
+        let prefix = sort_key_version_prefix(base_sk);
         let mut pages = self
             .client
             .query()
