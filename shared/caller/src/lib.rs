@@ -6,7 +6,18 @@
 //! are ignored, so a forged header cannot make anyone someone else.
 //!
 //! Tenant rules: a caller reads and writes partition keys of its own tenant; everyone reads the
-//! `common` tenant; only `system_admin` writes `common` or acts for another tenant.
+//! `common` tenant; only a global `system_admin` writes `common` or acts for another tenant.
+//!
+//! Roles are scoped ([`Role`]): a role given as mbc-cqrs-serverless' `{"tenant": t, "role": r}`
+//! object holds only within tenant `t`, and only when `t` is the caller's own tenant (the caller
+//! acts in its `custom:tenant` and nowhere else); only a role without a tenant (absent or `""`,
+//! or a plain role name) holds everywhere. So `[{"tenant":"t2","role":"system_admin"}]` gives a
+//! caller of `t1` nothing, and `[{"tenant":"t1","role":"system_admin"}]` is an administrator of
+//! `t1` only: it cannot write `common` or another tenant.
+//!
+//! When a request carries authorizer claims, the claims are the caller, whatever the mode: the
+//! local headers are read only in [`CallerMode::Local`] and only for a request without any
+//! authorizer context.
 //!
 //! ```
 //! use cqrs_caller::Caller;
@@ -18,6 +29,10 @@
 //! assert!(caller.authorize_read("PRODUCT#t2").is_err());
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 use cqrs_keys::{TENANT_COMMON, tenant_code};
 use cqrs_problem::ApiError;
@@ -82,6 +97,73 @@ impl CallerMode {
     }
 }
 
+/// One role of a caller, with the tenant it holds in.
+///
+/// A role without a tenant (a plain role name, or mbc's object with `tenant` absent or `""`) holds
+/// everywhere; a role with a tenant holds only within that tenant.
+///
+/// ```
+/// use cqrs_caller::Role;
+///
+/// let scoped = Role::in_tenant("system_admin", "t1");
+/// assert!(scoped.holds_in("t1"));
+/// assert!(!scoped.holds_in("t2"));
+/// assert!(Role::global("viewer").holds_in("t2"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Role {
+    /// The role's name, e.g. `system_admin`.
+    pub name: String,
+    /// The tenant it is limited to; `None` holds in every tenant.
+    pub tenant: Option<String>,
+}
+
+impl Role {
+    /// A role that holds in every tenant.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_caller::Role::global("admin").tenant, None);
+    /// ```
+    pub fn global(name: impl Into<String>) -> Self {
+        Role {
+            name: name.into(),
+            tenant: None,
+        }
+    }
+
+    /// A role that holds only within `tenant`.
+    ///
+    /// ```
+    /// let role = cqrs_caller::Role::in_tenant("admin", "t1");
+    /// assert_eq!(role.tenant.as_deref(), Some("t1"));
+    /// ```
+    pub fn in_tenant(name: impl Into<String>, tenant: impl Into<String>) -> Self {
+        Role {
+            name: name.into(),
+            tenant: Some(tenant.into()),
+        }
+    }
+
+    /// Whether the role is global.
+    ///
+    /// ```
+    /// assert!(cqrs_caller::Role::global("a").is_global());
+    /// assert!(!cqrs_caller::Role::in_tenant("a", "t1").is_global());
+    /// ```
+    pub fn is_global(&self) -> bool {
+        self.tenant.is_none()
+    }
+
+    /// Whether the role holds within `tenant`: it is global, or limited to exactly `tenant`.
+    ///
+    /// ```
+    /// assert!(!cqrs_caller::Role::in_tenant("a", "t1").holds_in("T1"));
+    /// ```
+    pub fn holds_in(&self, tenant: &str) -> bool {
+        self.tenant.as_deref().is_none_or(|t| t == tenant)
+    }
+}
+
 /// The authenticated caller of one request.
 ///
 /// ```
@@ -95,21 +177,45 @@ pub struct Caller {
     pub user_id: String,
     /// The caller's own tenant.
     pub tenant_code: String,
-    /// The caller's roles.
-    pub roles: Vec<String>,
+    /// The caller's roles, each global or limited to one tenant.
+    pub roles: Vec<Role>,
 }
 
 impl Caller {
-    /// A caller with these parts.
+    /// A caller with these parts; every role in `roles` is global (see [`Caller::with_roles`] for
+    /// tenant-scoped roles).
     ///
     /// ```
     /// let c = cqrs_caller::Caller::new("u", "t", vec!["viewer".into()]);
-    /// assert_eq!(c.roles, ["viewer"]);
+    /// assert_eq!(c.roles, [cqrs_caller::Role::global("viewer")]);
     /// ```
     pub fn new(
         user_id: impl Into<String>,
         tenant_code: impl Into<String>,
         roles: Vec<String>,
+    ) -> Self {
+        Self::with_roles(
+            user_id,
+            tenant_code,
+            roles.into_iter().map(Role::global).collect(),
+        )
+    }
+
+    /// A caller with these parts and scoped roles. Roles limited to another tenant than
+    /// `tenant_code` are kept (they are what the claim said) but never hold: the caller acts only in
+    /// its own tenant.
+    ///
+    /// ```
+    /// use cqrs_caller::{Caller, Role};
+    /// let c = Caller::with_roles("u", "t1", vec![Role::in_tenant("system_admin", "t2")]);
+    /// assert!(!c.is_system_admin());
+    /// assert!(!c.has_role("system_admin"));
+    /// assert!(c.authorize_write("PRODUCT#t2").is_err());
+    /// ```
+    pub fn with_roles(
+        user_id: impl Into<String>,
+        tenant_code: impl Into<String>,
+        roles: Vec<Role>,
     ) -> Self {
         Caller {
             user_id: user_id.into(),
@@ -118,13 +224,47 @@ impl Caller {
         }
     }
 
-    /// Whether the caller holds `system_admin`.
+    /// Whether the caller holds a global `system_admin` (no tenant): the only role that writes
+    /// `common` and acts for other tenants. A `system_admin` limited to a tenant does not count.
     ///
     /// ```
-    /// assert!(!cqrs_caller::Caller::new("u", "t", vec![]).is_system_admin());
+    /// use cqrs_caller::{Caller, Role};
+    /// assert!(!Caller::new("u", "t", vec![]).is_system_admin());
+    /// let scoped = Caller::with_roles("u", "t1", vec![Role::in_tenant("system_admin", "t1")]);
+    /// assert!(!scoped.is_system_admin());
+    /// assert!(scoped.has_role("system_admin"));
     /// ```
     pub fn is_system_admin(&self) -> bool {
-        self.roles.iter().any(|r| r == SYSTEM_ADMIN)
+        self.roles
+            .iter()
+            .any(|r| r.is_global() && r.name == SYSTEM_ADMIN)
+    }
+
+    /// Whether the caller holds `role` in its own tenant: globally, or limited to its tenant.
+    ///
+    /// ```
+    /// use cqrs_caller::{Caller, Role};
+    /// let c = Caller::with_roles("u", "t1", vec![Role::in_tenant("editor", "t1"), Role::in_tenant("owner", "t2")]);
+    /// assert!(c.has_role("editor"));
+    /// assert!(!c.has_role("owner"));
+    /// ```
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles
+            .iter()
+            .any(|r| r.name == role && r.holds_in(&self.tenant_code))
+    }
+
+    /// Whether the caller may see the audit fields (`createdBy`, `createdIp`, `updatedBy`,
+    /// `updatedIp`, `requestId`) of an item of `item_tenant`: its own tenant's items, or any item
+    /// for a global `system_admin`.
+    ///
+    /// ```
+    /// let c = cqrs_caller::Caller::new("u", "t1", vec![]);
+    /// assert!(c.sees_audit_of("t1"));
+    /// assert!(!c.sees_audit_of("common"));
+    /// ```
+    pub fn sees_audit_of(&self, item_tenant: &str) -> bool {
+        self.is_system_admin() || (!item_tenant.is_empty() && item_tenant == self.tenant_code)
     }
 
     /// May the caller read items under `pk`? Its own tenant and `common`: yes; another tenant: only
@@ -184,7 +324,9 @@ impl Caller {
     }
 
     /// Reads the caller of `request`: from the JWT authorizer claims, or with
-    /// [`CallerMode::Local`] from the local headers. No caller is a 401.
+    /// [`CallerMode::Local`] and a request that carries no authorizer context at all, from the
+    /// local headers. Claims, when present, always win: in local mode a request with claims is
+    /// read from its claims and its `x-*` headers are ignored. No caller is a 401.
     ///
     /// ```
     /// use cqrs_caller::{Caller, CallerMode};
@@ -201,8 +343,8 @@ impl Caller {
     /// ```
     pub fn from_request(request: &Request, mode: CallerMode) -> Result<Caller, ApiError> {
         match mode {
-            CallerMode::Jwt => Self::from_claims(request),
-            CallerMode::Local => Self::from_headers(request),
+            CallerMode::Local if !has_authorizer(request) => Self::from_headers(request),
+            CallerMode::Jwt | CallerMode::Local => Self::from_claims(request),
         }
     }
 
@@ -226,7 +368,7 @@ impl Caller {
         let tenant = claim("custom:tenant")
             .ok_or_else(|| ApiError::Forbidden("the JWT has no `custom:tenant` claim".into()))?;
         let roles = claim("custom:roles").map(parse_roles).unwrap_or_default();
-        Ok(Caller::new(user_id, tenant, roles))
+        Ok(Caller::with_roles(user_id, tenant, roles))
     }
 
     fn from_headers(request: &Request) -> Result<Caller, ApiError> {
@@ -244,12 +386,27 @@ impl Caller {
         match (tenant, user) {
             (Some(tenant), Some(user)) => {
                 let roles = header("x-roles")?.map(parse_roles).unwrap_or_default();
-                Ok(Caller::new(user, tenant, roles))
+                Ok(Caller::with_roles(user, tenant, roles))
             }
             _ => Err(ApiError::Unauthenticated(
                 "CALLER_MODE=local needs the x-tenant-code and x-user-id headers".into(),
             )),
         }
+    }
+}
+
+/// Whether API Gateway put any authorizer context on the request (JWT claims, a Lambda
+/// authorizer's context, IAM): then the request's caller comes from there, never from headers.
+fn has_authorizer(request: &Request) -> bool {
+    match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => {
+            context.authorizer.as_ref().is_some_and(|authorizer| {
+                authorizer.jwt.is_some()
+                    || authorizer.iam.is_some()
+                    || !authorizer.fields.is_empty()
+            })
+        }
+        _ => false,
     }
 }
 
@@ -311,31 +468,33 @@ pub fn request_path(request: &Request) -> String {
 /// Gateway's rendering of an array claim (`[a b]`), or mbc-cqrs-serverless' JSON array of
 /// `{"tenant": ..., "role": ...}` objects.
 ///
+/// Plain names are global roles. An object's role is global only when its `tenant` is absent or
+/// `""`; with a tenant it is limited to that tenant. An object whose `tenant` is not a string
+/// (`null`, a number, ...) or that has no string `role` gives nothing, and so does a value that
+/// looks like JSON (it starts with `[` and holds `{` or `"`) but does not parse: an unclear claim
+/// never widens what a caller may do.
+///
 /// ```
-/// use cqrs_caller::parse_roles;
-/// assert_eq!(parse_roles("a, b"), ["a", "b"]);
-/// assert_eq!(parse_roles(r#"["a","b"]"#), ["a", "b"]);
-/// assert_eq!(parse_roles("[a b]"), ["a", "b"]);
-/// assert_eq!(parse_roles(r#"[{"tenant":"","role":"system_admin"}]"#), ["system_admin"]);
+/// use cqrs_caller::{Role, parse_roles};
+/// assert_eq!(parse_roles("a, b"), [Role::global("a"), Role::global("b")]);
+/// assert_eq!(parse_roles(r#"["a","b"]"#), [Role::global("a"), Role::global("b")]);
+/// assert_eq!(parse_roles("[a b]"), [Role::global("a"), Role::global("b")]);
+/// assert_eq!(parse_roles(r#"[{"tenant":"","role":"system_admin"}]"#), [Role::global("system_admin")]);
+/// assert_eq!(
+///     parse_roles(r#"[{"tenant":"t2","role":"system_admin"}]"#),
+///     [Role::in_tenant("system_admin", "t2")]
+/// );
+/// assert_eq!(parse_roles(r#"[{"tenant":"t2","role":"x"}, system_admin]"#), []);
 /// ```
-pub fn parse_roles(value: &str) -> Vec<String> {
+pub fn parse_roles(value: &str) -> Vec<Role> {
     let value = value.trim();
-    if value.starts_with('[')
-        && let Ok(serde_json::Value::Array(entries)) = serde_json::from_str(value)
-    {
-        {
-            return entries
-                .iter()
-                .filter_map(|entry| match entry {
-                    serde_json::Value::String(role) => Some(role.trim().to_string()),
-                    serde_json::Value::Object(map) => map
-                        .get("role")
-                        .and_then(|r| r.as_str())
-                        .map(|r| r.trim().to_string()),
-                    _ => None,
-                })
-                .filter(|role| !role.is_empty())
-                .collect();
+    if value.starts_with('[') {
+        match serde_json::from_str(value) {
+            Ok(serde_json::Value::Array(entries)) => {
+                return entries.iter().filter_map(role_of_entry).collect();
+            }
+            _ if value.contains(['{', '"']) => return Vec::new(),
+            _ => {}
         }
     }
     value
@@ -344,8 +503,28 @@ pub fn parse_roles(value: &str) -> Vec<String> {
         .split([',', ' '])
         .map(str::trim)
         .filter(|role| !role.is_empty())
-        .map(str::to_string)
+        .map(Role::global)
         .collect()
+}
+
+/// One entry of a JSON roles array: a role name (global), or mbc's `{"tenant", "role"}` object.
+fn role_of_entry(entry: &serde_json::Value) -> Option<Role> {
+    let non_empty = |text: &str| Some(text.trim().to_string()).filter(|t| !t.is_empty());
+    match entry {
+        serde_json::Value::String(role) => non_empty(role).map(Role::global),
+        serde_json::Value::Object(map) => {
+            let name = non_empty(map.get("role")?.as_str()?)?;
+            match map.get("tenant") {
+                None => Some(Role::global(name)),
+                Some(serde_json::Value::String(tenant)) => match non_empty(tenant) {
+                    None => Some(Role::global(name)),
+                    Some(tenant) => Some(Role::in_tenant(name, tenant)),
+                },
+                Some(_) => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -445,5 +624,74 @@ mod tests {
         assert!(admin.authorize_write("MASTER#common").is_ok());
         assert!(admin.authorize_write("PRODUCT#t2").is_ok());
         assert!(admin.authorize_write("PRODUCT").is_err());
+    }
+
+    #[test]
+    fn scoped_roles_hold_only_in_the_callers_own_tenant() {
+        let claims = |roles: &str| {
+            jwt_request(serde_json::json!({
+                "sub": "u1", "custom:tenant": "t1", "custom:roles": roles
+            }))
+        };
+        // Another tenant's system_admin: nothing in t1, and not global.
+        let other = Caller::from_request(
+            &claims(r#"[{"tenant":"t2","role":"system_admin"}]"#),
+            CallerMode::Jwt,
+        )
+        .unwrap();
+        assert!(!other.is_system_admin());
+        assert!(!other.has_role(SYSTEM_ADMIN));
+        for pk in ["MASTER#common", "PRODUCT#t2", "PRODUCT#t3"] {
+            assert_eq!(other.authorize_write(pk).unwrap_err().status(), 403, "{pk}");
+        }
+        assert!(other.authorize_read("PRODUCT#t2").is_err());
+        // Its own tenant's system_admin: an admin of t1 only.
+        let own = Caller::from_request(
+            &claims(r#"[{"tenant":"t1","role":"system_admin"}]"#),
+            CallerMode::Jwt,
+        )
+        .unwrap();
+        assert!(!own.is_system_admin());
+        assert!(own.has_role(SYSTEM_ADMIN));
+        assert!(own.authorize_write("PRODUCT#t1").is_ok());
+        assert!(own.authorize_write("MASTER#common").is_err());
+        assert!(own.authorize_write("PRODUCT#t2").is_err());
+        assert!(!own.sees_audit_of("common"));
+        // No tenant, or "": global.
+        for roles in [
+            r#"[{"tenant":"","role":"system_admin"}]"#,
+            r#"[{"role":"system_admin"}]"#,
+            r#"[{"tenant":"  ","role":"system_admin"}]"#,
+        ] {
+            let global = Caller::from_request(&claims(roles), CallerMode::Jwt).unwrap();
+            assert!(global.is_system_admin(), "{roles}");
+            assert!(global.authorize_write("MASTER#common").is_ok(), "{roles}");
+        }
+        // A tenant that is not a string, or JSON that does not parse: nothing.
+        for roles in [
+            r#"[{"tenant":null,"role":"system_admin"}]"#,
+            r#"[{"tenant":7,"role":"system_admin"}]"#,
+            r#"[{"tenant":"t2","role":"x"}, system_admin]"#,
+            r#"[{"tenant":"t2","role":"system_admin"}"#,
+        ] {
+            let caller = Caller::from_request(&claims(roles), CallerMode::Jwt).unwrap();
+            assert!(caller.roles.is_empty(), "{roles}: {caller:?}");
+        }
+    }
+
+    #[test]
+    fn claims_win_over_local_headers_in_local_mode() {
+        // jwt_request carries x-tenant-code: evil and x-user-id: evil.
+        let request = jwt_request(serde_json::json!({"sub": "u1", "custom:tenant": "t1"}));
+        let caller = Caller::from_request(&request, CallerMode::Local).unwrap();
+        assert_eq!(caller, Caller::new("u1", "t1", vec![]));
+        // Claims that are no caller stay no caller: the headers are not a fallback.
+        let request = jwt_request(serde_json::json!({}));
+        assert_eq!(
+            Caller::from_request(&request, CallerMode::Local)
+                .unwrap_err()
+                .status(),
+            401
+        );
     }
 }
