@@ -26,6 +26,7 @@
 //! ```
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use cqrs_keys::MAX_SORT_KEY_BYTES;
 use cqrs_problem::ApiError;
 use cqrs_store::query::{Order, PageKey, PartitionQuery, SortKeyRange, VersionKey, VersionQuery};
 use serde::{Deserialize, Serialize};
@@ -155,7 +156,10 @@ pub fn decode_partition(cursor: &str, query: &PartitionQuery) -> Result<PageKey,
     if token.pk != query.pk {
         return Err(mismatch("another partition"));
     }
-    if token.sk.is_empty() || !query.range.contains(&token.sk) {
+    if token.sk.is_empty()
+        || token.sk.len() > MAX_SORT_KEY_BYTES
+        || !query.range.contains(&token.sk)
+    {
         return Err(mismatch("a sort key outside this listing"));
     }
     Ok(PageKey {

@@ -18,11 +18,19 @@
 //! `{"items": [...], "cursor": "..." | null}` ([`Listing`]). Every refusal is an RFC 9457 problem
 //! document ([`cqrs_problem::ApiError`]).
 //!
+//! Audit fields ([`AUDIT_FIELDS`]: who wrote an item, from where, with which request id) are shown
+//! only to the item's own tenant and to a global `system_admin`; any other reader (another
+//! tenant reading a `common` item) gets the item without them, on every route ([`ItemView`]).
+//!
 //! Single items carry a strong `ETag` holding their version (`"3"`); a matching `If-None-Match`
 //! answers `304 Not Modified` with no body. The latest state also says where it came from in the
 //! [`READ_SOURCE_HEADER`] header: `data` (the data table) or `command` (the command table, when
 //! `minVersion` asked for a version data-sync has not projected yet).
 #![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 pub mod cursor;
 pub mod params;
@@ -30,7 +38,10 @@ pub mod route;
 
 use cqrs_caller::{Caller, CallerMode, request_id, request_path};
 use cqrs_item::Item;
-use cqrs_keys::{validate_partition_key, validate_sort_key};
+use cqrs_keys::{
+    MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, generate_id, tenant_code, validate_partition_key,
+    validate_sort_key,
+};
 use cqrs_problem::ApiError;
 use cqrs_store::{
     Store, StoreError,
@@ -41,7 +52,7 @@ use lambda_http::{
     http::{HeaderMap, HeaderValue, Method, StatusCode, header},
     request::RequestContext,
 };
-use serde::Serialize;
+use serde::{Serialize, Serializer, ser::SerializeMap};
 
 use crate::params::Params;
 use crate::route::{Route, decode_segment};
@@ -71,10 +82,90 @@ pub struct App {
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Listing {
-    /// The items of the page, in the listing's order.
-    pub items: Vec<Item>,
+    /// The items of the page, in the listing's order, as the caller may see them.
+    pub items: Vec<ItemView>,
     /// Pass as `cursor` to get the next page; `null` when no item follows.
     pub cursor: Option<String>,
+}
+
+/// The attributes that say who wrote an item, from where and with which request (the request id
+/// holds the writer's Idempotency-Key): shown only to the item's own tenant and a global
+/// `system_admin`.
+///
+/// ```
+/// assert!(query_handler::AUDIT_FIELDS.contains(&"createdIp"));
+/// ```
+pub const AUDIT_FIELDS: [&str; 5] = [
+    "createdBy",
+    "createdIp",
+    "updatedBy",
+    "updatedIp",
+    "requestId",
+];
+
+/// An item as one caller may see it: whole for the item's own tenant and a global `system_admin`,
+/// without the [`AUDIT_FIELDS`] for anyone else.
+///
+/// ```
+/// use cqrs_caller::Caller;
+/// use query_handler::ItemView;
+///
+/// let mut item = cqrs_item::Item::example();
+/// item.pk = "MASTER#common".into();
+/// item.tenant_code = "common".into();
+/// let reader = Caller::new("u2", "t2", vec![]);
+/// let json = serde_json::to_value(ItemView::for_caller(item.clone(), &reader)).unwrap();
+/// assert!(json.get("createdBy").is_none() && json.get("requestId").is_none());
+/// assert_eq!(json["pk"], "MASTER#common");
+///
+/// let admin = Caller::new("root", "t1", vec!["system_admin".into()]);
+/// let json = serde_json::to_value(ItemView::for_caller(item, &admin)).unwrap();
+/// assert_eq!(json["createdBy"], "user-1");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemView {
+    /// The item.
+    pub item: Item,
+    /// Whether the audit fields are shown.
+    pub audit: bool,
+}
+
+impl ItemView {
+    /// `item` as `caller` may see it: the audit fields only when the item belongs to the caller's
+    /// tenant (its `tenantCode` and the tenant of its `pk` both) or the caller is a global
+    /// `system_admin`.
+    ///
+    /// ```
+    /// let item = cqrs_item::Item::example(); // PRODUCT#t1
+    /// let own = cqrs_caller::Caller::new("u", "t1", vec![]);
+    /// assert!(query_handler::ItemView::for_caller(item, &own).audit);
+    /// ```
+    pub fn for_caller(item: Item, caller: &Caller) -> Self {
+        let owner = tenant_code(&item.pk).filter(|t| *t == item.tenant_code);
+        let audit = caller.is_system_admin() || owner.is_some_and(|t| caller.sees_audit_of(t));
+        ItemView { item, audit }
+    }
+}
+
+impl Serialize for ItemView {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.audit {
+            return self.item.serialize(serializer);
+        }
+        // The item's own JSON, member by member, each value kept as its exact text (numbers
+        // included), without the audit members.
+        use serde::ser::Error;
+        let text = serde_json::to_string(&self.item).map_err(S::Error::custom)?;
+        let members: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
+            serde_json::from_str(&text).map_err(S::Error::custom)?;
+        let mut map = serializer.serialize_map(None)?;
+        for (name, value) in &members {
+            if !AUDIT_FIELDS.contains(&name.as_str()) {
+                map.serialize_entry(name, value)?;
+            }
+        }
+        map.end()
+    }
 }
 
 /// Where the latest state of an item was read from.
@@ -151,29 +242,75 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
     caller.authorize_read(&pk)?;
     let query = request.query_string_parameters();
     let headers = request.headers();
+    let reader = Reader {
+        app,
+        caller: &caller,
+    };
     match route {
-        Route::Partition { .. } => list_partition(app, &pk, &query).await,
+        Route::Partition { .. } => list_partition(reader, &pk, &query).await,
         Route::Item { sk, .. } => {
-            let sk = sort_key(sk)?;
-            get_item(app, &pk, &sk, &query, headers).await
+            let sk = sort_key(&pk, sk)?;
+            get_item(reader, &pk, &sk, &query, headers).await
         }
         Route::Versions { sk, .. } => {
-            let sk = sort_key(sk)?;
-            list_versions(app, &pk, &sk, &query).await
+            let sk = sort_key(&pk, sk)?;
+            list_versions(reader, &pk, &sk, &query).await
         }
         Route::Version { sk, version, .. } => {
-            let sk = sort_key(sk)?;
+            let sk = sort_key(&pk, sk)?;
             let version = params::parse_version("v", &decode_segment("v", version)?)?;
             Params::new(&query, &[])?;
-            get_version(app, &pk, &sk, version, headers).await
+            get_version(reader, &pk, &sk, version, headers).await
         }
     }
 }
 
-fn sort_key(segment: &str) -> Result<String, ApiError> {
+/// The store and the caller of one request.
+#[derive(Clone, Copy)]
+struct Reader<'a> {
+    app: &'a App,
+    caller: &'a Caller,
+}
+
+impl Reader<'_> {
+    fn view(&self, item: Item) -> ItemView {
+        ItemView::for_caller(item, self.caller)
+    }
+}
+
+/// The sort key of the path: decoded once and valid, and with `pk` an item id (`pk#sk`, the
+/// history index's partition key) that DynamoDB can hold; no item can have a longer one.
+fn sort_key(pk: &str, segment: &str) -> Result<String, ApiError> {
     let sk = decode_segment("sk", segment)?;
     validate_sort_key(&sk).map_err(|e| ApiError::bad_field("sk", e))?;
+    let id_bytes = generate_id(pk, &sk).len();
+    if id_bytes > MAX_PARTITION_KEY_BYTES {
+        return Err(ApiError::bad_field(
+            "sk",
+            format!(
+                "makes the item id (pk#sk) {id_bytes} bytes long, over the {MAX_PARTITION_KEY_BYTES} bytes of a DynamoDB key: no item has it"
+            ),
+        ));
+    }
     Ok(sk.into_owned())
+}
+
+/// A sort key filter of a partition listing (`skPrefix`, `skFrom`, `skTo`): at most
+/// [`MAX_SORT_KEY_BYTES`], the longest sort key DynamoDB holds (and compares with).
+fn sort_key_filter<'a>(params: &Params<'a>, name: &str) -> Result<Option<&'a str>, ApiError> {
+    let value = params.get(name)?;
+    if let Some(value) = value
+        && value.len() > MAX_SORT_KEY_BYTES
+    {
+        return Err(ApiError::bad_field(
+            name,
+            format!(
+                "is {} bytes long, over the {MAX_SORT_KEY_BYTES} bytes of a DynamoDB sort key",
+                value.len()
+            ),
+        ));
+    }
+    Ok(value)
 }
 
 /// Maps a store failure: throttling is a 503 (retry later), anything else a 500.
@@ -187,12 +324,13 @@ fn store_error(error: StoreError) -> ApiError {
 /// `GET /items/{pk}/{sk}`: the data table's item, or with `minVersion` the newest command version
 /// when the data table is behind.
 async fn get_item(
-    app: &App,
+    reader: Reader<'_>,
     pk: &str,
     sk: &str,
     query: &lambda_http::aws_lambda_events::query_map::QueryMap,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, ApiError> {
+    let app = reader.app;
     let params = Params::new(query, &["includeDeleted", "minVersion"])?;
     let include_deleted = params.flag("includeDeleted")?;
     let min_version = params.version("minVersion")?;
@@ -237,7 +375,7 @@ async fn get_item(
             item.version
         )));
     }
-    let mut response = single(&item, headers);
+    let mut response = single(reader.view(item), headers);
     response.headers_mut().insert(
         READ_SOURCE_HEADER,
         HeaderValue::from_static(source.as_str()),
@@ -247,19 +385,20 @@ async fn get_item(
 
 /// `GET /items/{pk}/{sk}/versions/{v}`: one version from the history table.
 async fn get_version(
-    app: &App,
+    reader: Reader<'_>,
     pk: &str,
     sk: &str,
     version: i64,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, ApiError> {
-    match app
+    match reader
+        .app
         .store
         .get_history_version(pk, sk, version)
         .await
         .map_err(store_error)?
     {
-        Some(item) => Ok(single(&item, headers)),
+        Some(item) => Ok(single(reader.view(item), headers)),
         None => Err(ApiError::NotFound(format!(
             "no version {version} of {pk} / {sk} in the history"
         ))),
@@ -268,7 +407,7 @@ async fn get_version(
 
 /// `GET /items/{pk}`: a page of the partition.
 async fn list_partition(
-    app: &App,
+    reader: Reader<'_>,
     pk: &str,
     query: &lambda_http::aws_lambda_events::query_map::QueryMap,
 ) -> Result<Response<Body>, ApiError> {
@@ -284,9 +423,9 @@ async fn list_partition(
             "includeDeleted",
         ],
     )?;
-    let prefix = params.get("skPrefix")?;
-    let from = params.get("skFrom")?;
-    let to = params.get("skTo")?;
+    let prefix = sort_key_filter(&params, "skPrefix")?;
+    let from = sort_key_filter(&params, "skFrom")?;
+    let to = sort_key_filter(&params, "skTo")?;
     let range = match (prefix, from, to) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
             return Err(ApiError::bad_field(
@@ -317,7 +456,8 @@ async fn list_partition(
     if let Some(text) = params.get("cursor")? {
         store_query.start = Some(cursor::decode_partition(text, &store_query)?);
     }
-    let page = app
+    let page = reader
+        .app
         .store
         .query_partition(&store_query)
         .await
@@ -328,7 +468,7 @@ async fn list_partition(
     Ok(json(
         StatusCode::OK,
         &Listing {
-            items: page.items,
+            items: page.items.into_iter().map(|i| reader.view(i)).collect(),
             cursor,
         },
     ))
@@ -336,7 +476,7 @@ async fn list_partition(
 
 /// `GET /items/{pk}/{sk}/versions`: a page of the item's history.
 async fn list_versions(
-    app: &App,
+    reader: Reader<'_>,
     pk: &str,
     sk: &str,
     query: &lambda_http::aws_lambda_events::query_map::QueryMap,
@@ -348,7 +488,8 @@ async fn list_versions(
     if let Some(text) = params.get("cursor")? {
         store_query.start = Some(cursor::decode_versions(text, &store_query)?);
     }
-    let page = app
+    let page = reader
+        .app
         .store
         .query_versions(&store_query)
         .await
@@ -364,7 +505,7 @@ async fn list_versions(
     Ok(json(
         StatusCode::OK,
         &Listing {
-            items: page.items,
+            items: page.items.into_iter().map(|i| reader.view(i)).collect(),
             cursor,
         },
     ))
@@ -404,14 +545,14 @@ pub fn none_match(headers: &HeaderMap, etag: &str) -> bool {
 }
 
 /// One item with its `ETag`, or `304` when `If-None-Match` names it.
-fn single(item: &Item, headers: &HeaderMap) -> Response<Body> {
-    let tag = etag(item.version);
+fn single(view: ItemView, headers: &HeaderMap) -> Response<Body> {
+    let tag = etag(view.item.version);
     let mut response = if none_match(headers, &tag) {
         let mut response = Response::new(Body::Empty);
         *response.status_mut() = StatusCode::NOT_MODIFIED;
         response
     } else {
-        json(StatusCode::OK, item)
+        json(StatusCode::OK, &view)
     };
     if let Ok(value) = HeaderValue::from_str(&tag) {
         response.headers_mut().insert(header::ETAG, value);

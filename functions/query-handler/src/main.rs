@@ -1,6 +1,11 @@
 //! The `query-handler` Lambda function: wiring only. The DynamoDB client and configuration are
 //! built once per cold start; every request goes to [`query_handler::handle`].
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use cqrs_caller::CallerMode;
 use cqrs_store::{Store, Tables};
 use lambda_http::{Error, Request, service_fn};
