@@ -10,6 +10,9 @@
 //! Every check is a function returning the list of problems it found; the `*_fail` tests mutate a
 //! copy of the template and assert that the check notices, so none of them can pass vacuously.
 //! Pure: no DynamoDB, no AWS, no network.
+//!
+//! What SAM adds by itself (the managed policies of generated roles, the stage, the event source
+//! mapping) is checked on the transformed template in `sam_transformed.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -55,28 +58,66 @@ const FORBIDDEN_VARIABLES: [&str; 3] = [
     "AWS_ENDPOINT_URL_DYNAMODB",
 ];
 
+/// The explicit role of data-sync (SAM's generated role would get the account-wide
+/// `AWSLambdaDynamoDBExecutionRole` for the stream event).
+const DATA_SYNC_ROLE: &str = "DataSyncRole";
+
 /// Exactly the IAM grants of each function: (action, resource) pairs, resources in the
 /// canonical form of [`canon`].
 fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
     let grants: &[(&[&str], &[&str])] = match function {
-        // One conditional PutItem per version; with an Idempotency-Key a TransactWriteItems of
-        // two conditional Puts, authorized as dynamodb:PutItem per table (no ConditionCheck).
+        // Each new version in one TransactWriteItems with the item's head record (idempotency
+        // table: Put, Update or ConditionCheck) and, with an Idempotency-Key, the idempotency
+        // record; a missing head is seeded from the command rows, the history index and the data
+        // table.
         COMMAND_FN => &[
             (
                 &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"],
                 &["${CommandTable.Arn}"],
             ),
             (
-                &["dynamodb:GetItem", "dynamodb:PutItem"],
+                &[
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:ConditionCheckItem",
+                ],
                 &["${IdempotencyTable.Arn}"],
             ),
+            (
+                &["dynamodb:Query"],
+                &["${HistoryTable.Arn}/index/id-version-index"],
+            ),
+            (&["dynamodb:GetItem"], &["${DataTable.Arn}"]),
         ],
-        // Conditional puts into both projections, reads to compare on a conflict. The stream
-        // and the failure queue are granted by SAM for the event source (see the stream test).
-        DATA_SYNC_FN => &[(
-            &["dynamodb:GetItem", "dynamodb:PutItem"],
-            &["${DataTable.Arn}", "${HistoryTable.Arn}"],
-        )],
+        // Its own role: the command table's stream only, conditional puts into both projections
+        // (reads to compare on a conflict), parked records, the mapping's failure queue, its log
+        // group, X-Ray.
+        DATA_SYNC_FN => &[
+            (
+                &[
+                    "dynamodb:DescribeStream",
+                    "dynamodb:GetRecords",
+                    "dynamodb:GetShardIterator",
+                ],
+                &["${CommandTable.StreamArn}"],
+            ),
+            (&["dynamodb:ListStreams"], &["${CommandTable.Arn}/stream/*"]),
+            (
+                &["dynamodb:GetItem", "dynamodb:PutItem"],
+                &["${DataTable.Arn}", "${HistoryTable.Arn}"],
+            ),
+            (&["dynamodb:PutItem"], &["${ParkedTable.Arn}"]),
+            (&["sqs:SendMessage"], &["${DataSyncFailureQueue.Arn}"]),
+            (
+                &["logs:CreateLogStream", "logs:PutLogEvents"],
+                &["${DataSyncLogs.Arn}"],
+            ),
+            (
+                &["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+                &["*"],
+            ),
+        ],
         QUERY_FN => &[(
             &["dynamodb:GetItem", "dynamodb:Query"],
             &[
@@ -479,6 +520,16 @@ fn check_environment(t: &Value) -> Problems {
             }
         }
     }
+    // data-sync parks what it can never project.
+    expect_eq(
+        &mut problems,
+        &format!("{DATA_SYNC_FN}.Environment.Variables.PARKED_TABLE"),
+        get(
+            &effective(t, DATA_SYNC_FN),
+            &["Environment", "Variables", "PARKED_TABLE"],
+        ),
+        "${ParkedTable}",
+    );
     let mut all = Vec::new();
     strings(t, &mut all);
     if let Some(s) = all.iter().find(|s| s.contains("CALLER_MODE")) {
@@ -749,16 +800,27 @@ fn check_policies(t: &Value) -> Problems {
     }
     for (id, _) in FUNCTIONS {
         let p = effective(t, id);
-        for forbidden in ["Role", "PermissionsBoundary"] {
-            if get(&p, &[forbidden]).is_some() {
-                problems.push(format!("{id}.{forbidden}: use the SAM role and Policies"));
-            }
+        if get(&p, &["PermissionsBoundary"]).is_some() {
+            problems.push(format!("{id}.PermissionsBoundary: not used"));
         }
-        let policies = match get(&p, &["Policies"]) {
-            Some(Value::Sequence(list)) => list.clone(),
-            other => {
-                problems.push(format!("{id}.Policies: expected a list, got {other:?}"));
-                continue;
+        let policies = if id == DATA_SYNC_FN {
+            match data_sync_role_policies(t, &p) {
+                Ok(policies) => policies,
+                Err(problem) => {
+                    problems.push(problem);
+                    continue;
+                }
+            }
+        } else {
+            if get(&p, &["Role"]).is_some() {
+                problems.push(format!("{id}.Role: use the SAM role and Policies"));
+            }
+            match get(&p, &["Policies"]) {
+                Some(Value::Sequence(list)) => list.clone(),
+                other => {
+                    problems.push(format!("{id}.Policies: expected a list, got {other:?}"));
+                    continue;
+                }
             }
         };
         let mut grants = BTreeSet::new();
@@ -815,6 +877,62 @@ fn check_policies(t: &Value) -> Problems {
     problems
 }
 
+/// The policy documents of data-sync's explicit role: the function names `!GetAtt
+/// DataSyncRole.Arn` and has no `Policies` of its own (SAM ignores them next to a `Role`), the role
+/// is assumed by Lambda only and has only inline policies (no managed policy, no boundary).
+fn data_sync_role_policies(t: &Value, p: &Value) -> Result<Vec<Value>, String> {
+    let role = get(p, &["Role"]).map(canon);
+    if role.as_deref() != Some("${DataSyncRole.Arn}") {
+        return Err(format!(
+            "{DATA_SYNC_FN}.Role: expected !GetAtt {DATA_SYNC_ROLE}.Arn, got {role:?}"
+        ));
+    }
+    if get(p, &["Policies"]).is_some() {
+        return Err(format!(
+            "{DATA_SYNC_FN}.Policies: put them in {DATA_SYNC_ROLE} (SAM ignores Policies next to a Role)"
+        ));
+    }
+    let Some(resource) = resource(t, DATA_SYNC_ROLE) else {
+        return Err(format!("{DATA_SYNC_ROLE}: missing"));
+    };
+    if get(resource, &["Type"]).and_then(Value::as_str) != Some("AWS::IAM::Role") {
+        return Err(format!("{DATA_SYNC_ROLE}: not an AWS::IAM::Role"));
+    }
+    for extra in ["ManagedPolicyArns", "PermissionsBoundary"] {
+        if get(resource, &["Properties", extra]).is_some() {
+            return Err(format!("{DATA_SYNC_ROLE}.{extra}: inline policies only"));
+        }
+    }
+    let principals = match get(
+        resource,
+        &["Properties", "AssumeRolePolicyDocument", "Statement"],
+    ) {
+        Some(Value::Sequence(statements)) => statements
+            .iter()
+            .flat_map(|s| one_or_many(get(s, &["Principal", "Service"])))
+            .collect::<Vec<_>>(),
+        _ => Vec::new(),
+    };
+    if principals != ["lambda.amazonaws.com"] {
+        return Err(format!(
+            "{DATA_SYNC_ROLE}: must be assumed by lambda.amazonaws.com only, got {principals:?}"
+        ));
+    }
+    match get(resource, &["Properties", "Policies"]) {
+        Some(Value::Sequence(list)) => Ok(list
+            .iter()
+            .map(|policy| {
+                get(policy, &["PolicyDocument"])
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            })
+            .collect()),
+        other => Err(format!(
+            "{DATA_SYNC_ROLE}.Policies: expected a list, got {other:?}"
+        )),
+    }
+}
+
 /// The outputs a deployment needs.
 fn check_outputs(t: &Value) -> Problems {
     let mut problems = Problems::new();
@@ -827,6 +945,7 @@ fn check_outputs(t: &Value) -> Problems {
         ("DataTableName", "${DataTable}"),
         ("HistoryTableName", "${HistoryTable}"),
         ("IdempotencyTableName", "${IdempotencyTable}"),
+        ("ParkedTableName", "${ParkedTable}"),
         ("CommandTableStreamArn", "${CommandTable.StreamArn}"),
         ("DataSyncFailureQueueUrl", "${DataSyncFailureQueue}"),
     ];
@@ -884,7 +1003,8 @@ fn the_tables_still_parse_for_dynamodb_local() {
             "CommandTable",
             "DataTable",
             "HistoryTable",
-            "IdempotencyTable"
+            "IdempotencyTable",
+            "ParkedTable"
         ]
     );
 }
@@ -1120,12 +1240,51 @@ fn policies_check_fails() {
 
     // An extra action.
     let mut t = workspace();
-    if let Value::Sequence(policies) = at(&mut t, &statement0(DATA_SYNC_FN)) {
+    if let Value::Sequence(policies) = at(
+        &mut t,
+        &["Resources", DATA_SYNC_ROLE, "Properties", "Policies"],
+    ) {
         policies.push(yaml(
-            "{Statement: [{Effect: Allow, Action: dynamodb:DeleteItem, Resource: !GetAtt DataTable.Arn}]}",
+            "{PolicyName: more, PolicyDocument: {Statement: [{Effect: Allow, Action: dynamodb:DeleteItem, Resource: !GetAtt DataTable.Arn}]}}",
         ));
     }
     assert_fails(check_policies, &t, "extra [(\"dynamodb:DeleteItem\"");
+
+    // The stream read on every stream of the account.
+    let mut t = workspace();
+    if let Value::Sequence(policies) = at(
+        &mut t,
+        &["Resources", DATA_SYNC_ROLE, "Properties", "Policies"],
+    ) {
+        policies.push(yaml(
+            "{PolicyName: more, PolicyDocument: {Statement: [{Effect: Allow, Action: dynamodb:GetRecords, Resource: '*'}]}}",
+        ));
+    }
+    assert_fails(
+        check_policies,
+        &t,
+        "extra [(\"dynamodb:GetRecords\", \"*\")",
+    );
+
+    // data-sync back on SAM's generated role (which gets AWSLambdaDynamoDBExecutionRole).
+    let mut t = workspace();
+    if let Value::Mapping(props) = at(&mut t, &["Resources", DATA_SYNC_FN, "Properties"]) {
+        props.remove("Role");
+    }
+    assert_fails(check_policies, &t, "DataSyncFunction.Role");
+
+    // A managed policy on the role.
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            DATA_SYNC_ROLE,
+            "Properties",
+            "ManagedPolicyArns",
+        ],
+    ) = yaml("[arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole]");
+    assert_fails(check_policies, &t, "inline policies only");
 
     // A policy template that grants more than used.
     let mut t = workspace();
@@ -1146,7 +1305,7 @@ fn policies_check_fails() {
     if let Value::Sequence(policies) = at(&mut t, &statement0(COMMAND_FN)) {
         policies.clear();
         policies.push(yaml(
-            "{Statement: [{Effect: Allow, Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem], Resource: !GetAtt DataTable.Arn}, {Effect: Allow, Action: [dynamodb:GetItem, dynamodb:PutItem], Resource: !GetAtt IdempotencyTable.Arn}]}",
+            "{Statement: [{Effect: Allow, Action: [dynamodb:GetItem, dynamodb:Query, dynamodb:PutItem], Resource: !GetAtt DataTable.Arn}, {Effect: Allow, Action: [dynamodb:GetItem, dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:ConditionCheckItem], Resource: !GetAtt IdempotencyTable.Arn}]}",
         ));
     }
     assert_fails(
@@ -1164,6 +1323,24 @@ fn policies_check_fails() {
         ));
     }
     assert_fails(check_policies, &t, "${HistoryTable.Arn}/index/*");
+}
+
+#[test]
+fn data_sync_environment_names_the_parked_table() {
+    let mut t = workspace();
+    if let Value::Mapping(vars) = at(
+        &mut t,
+        &[
+            "Resources",
+            DATA_SYNC_FN,
+            "Properties",
+            "Environment",
+            "Variables",
+        ],
+    ) {
+        vars.remove("PARKED_TABLE");
+    }
+    assert_fails(check_environment, &t, "PARKED_TABLE");
 }
 
 #[test]
