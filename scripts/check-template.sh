@@ -3,12 +3,16 @@
 #
 #   1. sam validate --lint   (the SAM transform's schema and cfn-lint, through the SAM CLI)
 #   2. cfn-lint              (CloudFormation rules, SAM transform included)
-#   3. sam build             (cargo lambda build --release --arm64 per function, through zig; no
+#   3. SAM's transform       (scripts/sam-transform.py, aws-sam-translator offline): the template
+#                             transforms, and no role gets AWSLambdaDynamoDBExecutionRole
+#   4. sam build             (cargo lambda build --release --arm64 per function, through zig; no
 #                             container) into .aws-sam/build
-#   4. each function's bootstrap exists and is an aarch64 (arm64) ELF executable
+#   5. each function's bootstrap exists and is an aarch64 (arm64) ELF executable
 #
 # What the template means (routes, stream mapping, IAM, environment) is tested by
-# shared/testkit/tests/sam_template.rs, which `cargo test` runs.
+# shared/testkit/tests/sam_template.rs on the YAML and by shared/testkit/tests/sam_transformed.rs on
+# the transformed template (it runs scripts/sam-transform.py with .venv's Python), which `cargo
+# test` runs after this script has made sure .venv is there.
 #
 # Never calls AWS: the commands run with no credentials, no profile and no config file, and a dummy
 # region (validate needs one). SAM telemetry is off. The tools come from scripts/tools.sh (.venv).
@@ -49,6 +53,16 @@ timed "sam validate --lint" sam validate --lint --template "$TEMPLATE"
 step "cfn-lint"
 timed "cfn-lint" cfn-lint "$TEMPLATE"
 echo "    no findings"
+
+step "SAM transform (scripts/sam-transform.py, offline)"
+transformed=$(mktemp)
+timed "sam-transform" python scripts/sam-transform.py "$TEMPLATE" >"$transformed"
+if grep -q AWSLambdaDynamoDBExecutionRole "$transformed"; then
+    rm -f "$transformed"
+    fail "the transformed template attaches AWSLambdaDynamoDBExecutionRole (every stream of the account)"
+fi
+printf '    %s resources after the transform\n' "$(python -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["Resources"]))' "$transformed")"
+rm -f "$transformed"
 
 step "sam build (cargo lambda build --release --arm64, no container) into $BUILD_DIR"
 timed "sam build" sam build --template "$TEMPLATE" --build-dir "$BUILD_DIR"

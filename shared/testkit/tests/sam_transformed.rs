@@ -1,0 +1,501 @@
+//! What `template.yaml` means after SAM's transform: the CloudFormation that would be deployed.
+//!
+//! Some of what SAM deploys is not in the YAML at all: the roles it generates and the managed
+//! policies it attaches to them (for a DynamoDB event it attaches `AWSLambdaDynamoDBExecutionRole`,
+//! which reads every stream of the account, whatever `Policies` says), the event source mapping,
+//! the API's `$default` stage. These tests transform the template offline with
+//! `scripts/sam-transform.py` (aws-sam-translator, pinned in requirements-tools.txt) and check:
+//! no role has `AWSLambdaDynamoDBExecutionRole`; data-sync's stream reads name only the command
+//! table's stream; no function has `CALLER_MODE` in its environment; the stage is throttled from
+//! the parameters; the alarms watch what they should and notify only when a topic is given.
+//!
+//! The transform needs the project's `.venv` (`scripts/tools.sh`; `make test` creates it before
+//! the cargo tests run). Without it the tests fail under CI (`CI` set), and elsewhere print that
+//! they did not run. `SAM_TRANSFORM_PYTHON` names another interpreter with aws-sam-translator.
+//! Each check also runs on a mutated template (the YAML, transformed again, or the transformed
+//! JSON) and must notice, so none passes vacuously.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// The Python that runs the transform, or `None` when there is none here (outside CI).
+fn python() -> Option<PathBuf> {
+    if let Ok(explicit) = std::env::var("SAM_TRANSFORM_PYTHON") {
+        return Some(PathBuf::from(explicit));
+    }
+    let venv = Path::new(ROOT).join(".venv/bin/python");
+    if venv.exists() {
+        return Some(venv);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "{} is missing: CI must run the transformed-template tests (scripts/tools.sh installs it)",
+            venv.display()
+        );
+    }
+    eprintln!(
+        "NOT RUN: {} is missing, so the transformed template was not checked; run scripts/tools.sh",
+        venv.display()
+    );
+    None
+}
+
+/// The transformed template of the YAML file `template`.
+fn transform_file(python: &Path, template: &Path) -> Value {
+    let output = Command::new(python)
+        .arg(Path::new(ROOT).join("scripts/sam-transform.py"))
+        .arg(template)
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    assert!(
+        output.status.success(),
+        "sam-transform.py failed on {}: {}",
+        template.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("sam-transform.py prints JSON")
+}
+
+/// The transformed workspace template (transformed once per test run).
+fn transformed(python: &Path) -> Value {
+    static TRANSFORMED: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    TRANSFORMED
+        .get_or_init(|| transform_file(python, &Path::new(ROOT).join("template.yaml")))
+        .clone()
+}
+
+/// The workspace template with `edit` applied to its text, transformed.
+fn transformed_edit(python: &Path, edit: impl FnOnce(String) -> String) -> Value {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("template.yaml")).expect("template");
+    let edited = edit(text.clone());
+    assert_ne!(edited, text, "the edit changed nothing");
+    let dir = std::env::temp_dir().join(format!("sam-transformed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("template-{}.yaml", ulid::Ulid::new()));
+    std::fs::write(&path, edited).expect("write template");
+    let t = transform_file(python, &path);
+    let _ = std::fs::remove_file(&path);
+    t
+}
+
+fn resources(t: &Value) -> Vec<(&str, &Value)> {
+    t["Resources"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.as_str(), v)).collect())
+        .unwrap_or_default()
+}
+
+fn of_type<'a>(t: &'a Value, ty: &str) -> Vec<(&'a str, &'a Value)> {
+    resources(t)
+        .into_iter()
+        .filter(|(_, r)| r["Type"] == ty)
+        .collect()
+}
+
+/// A string or list of strings (IAM `Action`), or any single value, as a list.
+fn list(value: &Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) => items.clone(),
+        Value::Null => Vec::new(),
+        other => vec![other.clone()],
+    }
+}
+
+/// An intrinsic or string as one comparable text: `{"Fn::GetAtt": [A, B]}` is `${A.B}`,
+/// `{"Ref": X}` is `${X}`, `{"Fn::Sub": s}` is `s`, a string itself.
+fn canon(value: &Value) -> String {
+    if let Some(s) = value.as_str() {
+        return s.to_owned();
+    }
+    if let Some(parts) = value.get("Fn::GetAtt").and_then(Value::as_array) {
+        let parts: Vec<String> = parts.iter().map(canon).collect();
+        return format!("${{{}}}", parts.join("."));
+    }
+    if let Some(name) = value.get("Ref").and_then(Value::as_str) {
+        return format!("${{{name}}}");
+    }
+    if let Some(text) = value.get("Fn::Sub").and_then(Value::as_str) {
+        return text.to_owned();
+    }
+    value.to_string()
+}
+
+type Problems = Vec<String>;
+
+/// No role anywhere attaches `AWSLambdaDynamoDBExecutionRole` (nor names it at all).
+fn check_no_dynamodb_execution_role(t: &Value) -> Problems {
+    let text = t.to_string();
+    if text.contains("AWSLambdaDynamoDBExecutionRole") {
+        let holders: Vec<&str> = resources(t)
+            .into_iter()
+            .filter(|(_, r)| r.to_string().contains("AWSLambdaDynamoDBExecutionRole"))
+            .map(|(id, _)| id)
+            .collect();
+        return vec![format!(
+            "AWSLambdaDynamoDBExecutionRole (every stream of the account) is attached in {holders:?}"
+        )];
+    }
+    Vec::new()
+}
+
+/// Every (action, resource) a role's inline policies allow, and its managed policy ARNs.
+fn role_grants(role: &Value) -> (Vec<(String, String)>, Vec<String>) {
+    let mut grants = Vec::new();
+    for policy in list(&role["Properties"]["Policies"]) {
+        for statement in list(&policy["PolicyDocument"]["Statement"]) {
+            if statement["Effect"] != "Allow" {
+                continue;
+            }
+            for action in list(&statement["Action"]) {
+                for resource in list(&statement["Resource"]) {
+                    grants.push((canon(&action), canon(&resource)));
+                }
+            }
+        }
+    }
+    let managed = list(&role["Properties"]["ManagedPolicyArns"])
+        .iter()
+        .map(canon)
+        .collect();
+    (grants, managed)
+}
+
+/// The stream actions a Lambda event source mapping reads a DynamoDB stream with.
+const STREAM_ACTIONS: [&str; 4] = [
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+];
+
+/// data-sync's role (whatever the function's `Role` names) reads only the command table's
+/// stream; the mapping reads that stream; no other role of the template reads any stream.
+fn check_stream_reads(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let function = &t["Resources"]["DataSyncFunction"];
+    let role_ref = canon(&function["Properties"]["Role"]);
+    let Some(role_id) = role_ref
+        .strip_prefix("${")
+        .and_then(|r| r.strip_suffix(".Arn}"))
+    else {
+        return vec![format!(
+            "DataSyncFunction.Role: expected a role of the template, got {role_ref}"
+        )];
+    };
+    let role = &t["Resources"][role_id];
+    if role["Type"] != "AWS::IAM::Role" {
+        return vec![format!("{role_id}: not an AWS::IAM::Role")];
+    }
+    let (grants, managed) = role_grants(role);
+    if !managed.is_empty() {
+        problems.push(format!(
+            "{role_id}: managed policies {managed:?} (inline grants only)"
+        ));
+    }
+    for action in STREAM_ACTIONS {
+        let resources: Vec<&str> = grants
+            .iter()
+            .filter(|(a, _)| a == action || a == "dynamodb:*" || a == "*")
+            .map(|(_, r)| r.as_str())
+            .collect();
+        let allowed: &[&str] = if action == "dynamodb:ListStreams" {
+            &["${CommandTable.Arn}/stream/*"]
+        } else {
+            &["${CommandTable.StreamArn}"]
+        };
+        if resources.is_empty() {
+            problems.push(format!("{role_id}: {action} is not granted"));
+        }
+        for resource in resources {
+            if !allowed.contains(&resource) {
+                problems.push(format!(
+                    "{role_id}: {action} on {resource} (only the command table's stream)"
+                ));
+            }
+        }
+    }
+    // The mapping: the command table's stream into data-sync.
+    let mappings = of_type(t, "AWS::Lambda::EventSourceMapping");
+    let [(mapping_id, mapping)] = mappings.as_slice() else {
+        problems.push(format!(
+            "expected one event source mapping, got {mappings:?}"
+        ));
+        return problems;
+    };
+    let source = canon(&mapping["Properties"]["EventSourceArn"]);
+    let target = canon(&mapping["Properties"]["FunctionName"]);
+    if source != "${CommandTable.StreamArn}" || target != "${DataSyncFunction}" {
+        problems.push(format!("{mapping_id}: maps {source} to {target}"));
+    }
+    // No other role reads a stream.
+    for (id, other) in of_type(t, "AWS::IAM::Role") {
+        if id == role_id {
+            continue;
+        }
+        let (grants, _) = role_grants(other);
+        if let Some((action, resource)) = grants
+            .iter()
+            .find(|(a, _)| STREAM_ACTIONS.contains(&a.as_str()) || a == "dynamodb:*")
+        {
+            problems.push(format!("{id}: {action} on {resource}"));
+        }
+    }
+    problems
+}
+
+/// No function of the deployed template has `CALLER_MODE` (so never `local`), nor a local
+/// DynamoDB endpoint.
+fn check_no_local_caller_mode(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let functions = of_type(t, "AWS::Lambda::Function");
+    if functions.len() != 3 {
+        problems.push(format!(
+            "expected the 3 functions, got {:?}",
+            functions.iter().map(|(id, _)| id).collect::<Vec<_>>()
+        ));
+    }
+    for (id, function) in functions {
+        let vars = &function["Properties"]["Environment"]["Variables"];
+        for name in [
+            "CALLER_MODE",
+            "AWS_ENDPOINT_URL",
+            "AWS_ENDPOINT_URL_DYNAMODB",
+        ] {
+            if let Some(value) = vars.get(name) {
+                problems.push(format!("{id}: {name}={value} must never be deployed"));
+            }
+        }
+        if vars.get("COMMAND_TABLE").is_none() {
+            problems.push(format!("{id}: no environment (COMMAND_TABLE missing)"));
+        }
+    }
+    problems
+}
+
+/// The API's `$default` stage throttles every route with the two parameters.
+fn check_stage_throttling(t: &Value) -> Problems {
+    let stages = of_type(t, "AWS::ApiGatewayV2::Stage");
+    let [(id, stage)] = stages.as_slice() else {
+        return vec![format!("expected one stage, got {stages:?}")];
+    };
+    let mut problems = Problems::new();
+    if stage["Properties"]["StageName"] != "$default" {
+        problems.push(format!("{id}: not the $default stage"));
+    }
+    let settings = &stage["Properties"]["DefaultRouteSettings"];
+    for (key, parameter) in [
+        ("ThrottlingBurstLimit", "ApiThrottlingBurstLimit"),
+        ("ThrottlingRateLimit", "ApiThrottlingRateLimit"),
+    ] {
+        if canon(&settings[key]) != format!("${{{parameter}}}") {
+            problems.push(format!(
+                "{id}.DefaultRouteSettings.{key}: expected !Ref {parameter}, got {}",
+                settings[key]
+            ));
+        }
+        if t["Parameters"][parameter]["Type"] != "Number" {
+            problems.push(format!("Parameters.{parameter}: missing or not a Number"));
+        }
+    }
+    problems
+}
+
+/// The three alarms, each on its metric and dimension, alarming on any failure (or the age
+/// parameter), and notifying the topic only when one is given.
+fn check_alarms(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let alarms = of_type(t, "AWS::CloudWatch::Alarm");
+    let expected = [
+        (
+            "AWS/SQS",
+            "ApproximateNumberOfMessagesVisible",
+            "QueueName",
+            "${DataSyncFailureQueue.QueueName}",
+            "0",
+        ),
+        (
+            "AWS/Lambda",
+            "IteratorAge",
+            "FunctionName",
+            "${DataSyncFunction}",
+            "${IteratorAgeAlarmMilliseconds}",
+        ),
+        ("AWS/ApiGateway", "5xx", "ApiId", "${HttpApi}", "0"),
+    ];
+    for (namespace, metric, dimension, target, threshold) in expected {
+        let found = alarms.iter().find(|(_, a)| {
+            let p = &a["Properties"];
+            p["Namespace"] == namespace
+                && p["MetricName"] == metric
+                && list(&p["Dimensions"])
+                    .iter()
+                    .any(|d| d["Name"] == dimension && canon(&d["Value"]) == target)
+        });
+        let Some((id, alarm)) = found else {
+            problems.push(format!(
+                "no alarm on {namespace} {metric} of {dimension}={target}"
+            ));
+            continue;
+        };
+        let p = &alarm["Properties"];
+        let threshold_now = match &p["Threshold"] {
+            Value::Number(n) => n.to_string(),
+            other => canon(other),
+        };
+        if threshold_now != threshold || p["ComparisonOperator"] != "GreaterThanThreshold" {
+            problems.push(format!(
+                "{id}: expected > {threshold}, got {} {threshold_now}",
+                p["ComparisonOperator"]
+            ));
+        }
+        let conditional = json!({"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]});
+        for actions in ["AlarmActions", "OKActions"] {
+            if p[actions] != conditional {
+                problems.push(format!(
+                    "{id}.{actions}: expected the topic only when given, got {}",
+                    p[actions]
+                ));
+            }
+        }
+    }
+    if t["Parameters"]["AlarmTopicArn"]["Default"] != "" {
+        problems.push("Parameters.AlarmTopicArn: must be optional (Default '')".into());
+    }
+    let condition = &t["Conditions"]["HasAlarmTopic"];
+    if *condition != json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]}) {
+        problems.push(format!(
+            "Conditions.HasAlarmTopic: expected AlarmTopicArn != '', got {condition}"
+        ));
+    }
+    problems
+}
+
+fn assert_ok(problems: Problems) {
+    assert!(
+        problems.is_empty(),
+        "the transformed template breaks the contract:\n  - {}",
+        problems.join("\n  - ")
+    );
+}
+
+fn assert_fails(problems: Problems, needle: &str) {
+    assert!(
+        problems.iter().any(|p| p.contains(needle)),
+        "expected a problem mentioning {needle:?}, got {problems:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn no_role_gets_the_account_wide_stream_policy() {
+    let Some(python) = python() else { return };
+    let t = transformed(&python);
+    assert_ok(check_no_dynamodb_execution_role(&t));
+    // data-sync back on SAM's generated role: SAM attaches it by itself.
+    let old = transformed_edit(&python, |text| {
+        text.replace("      Role: !GetAtt DataSyncRole.Arn\n", "")
+    });
+    assert_fails(
+        check_no_dynamodb_execution_role(&old),
+        "AWSLambdaDynamoDBExecutionRole",
+    );
+    assert!(!check_stream_reads(&old).is_empty());
+}
+
+#[test]
+fn data_sync_reads_only_the_command_table_stream() {
+    let Some(python) = python() else { return };
+    let t = transformed(&python);
+    assert_ok(check_stream_reads(&t));
+
+    let mut wide = t.clone();
+    let statements = wide["Resources"]["DataSyncRole"]["Properties"]["Policies"][0]
+        ["PolicyDocument"]["Statement"]
+        .as_array_mut()
+        .expect("statements");
+    statements.push(json!({"Effect": "Allow", "Action": "dynamodb:GetRecords", "Resource": "*"}));
+    assert_fails(check_stream_reads(&wide), "dynamodb:GetRecords on *");
+
+    let mut managed = t.clone();
+    managed["Resources"]["DataSyncRole"]["Properties"]["ManagedPolicyArns"] =
+        json!(["arn:aws:iam::aws:policy/AmazonDynamoDBReadOnlyAccess"]);
+    assert_fails(check_stream_reads(&managed), "managed policies");
+
+    let mut other = t.clone();
+    other["Resources"]["QueryHandlerFunctionRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+        ["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .push(json!({"Effect": "Allow", "Action": ["dynamodb:GetShardIterator"],
+                     "Resource": {"Fn::GetAtt": ["CommandTable", "StreamArn"]}}));
+    assert_fails(
+        check_stream_reads(&other),
+        "QueryHandlerFunctionRole: dynamodb:GetShardIterator",
+    );
+}
+
+#[test]
+fn no_function_is_deployed_with_the_local_caller_mode() {
+    let Some(python) = python() else { return };
+    let t = transformed(&python);
+    assert_ok(check_no_local_caller_mode(&t));
+    // Set through Globals, it reaches every function after the transform.
+    let local = transformed_edit(&python, |text| {
+        text.replace(
+            "        IDEMPOTENCY_TABLE: !Ref IdempotencyTable\n",
+            "        IDEMPOTENCY_TABLE: !Ref IdempotencyTable\n        CALLER_MODE: local\n",
+        )
+    });
+    let problems = check_no_local_caller_mode(&local);
+    assert_fails(
+        problems.clone(),
+        "CommandHandlerFunction: CALLER_MODE=\"local\"",
+    );
+    assert_fails(problems.clone(), "DataSyncFunction: CALLER_MODE=\"local\"");
+    assert_fails(problems, "QueryHandlerFunction: CALLER_MODE=\"local\"");
+}
+
+#[test]
+fn the_default_stage_is_throttled_from_the_parameters() {
+    let Some(python) = python() else { return };
+    let t = transformed(&python);
+    assert_ok(check_stage_throttling(&t));
+    let unthrottled = transformed_edit(&python, |text| {
+        text.replace(
+            "        ThrottlingBurstLimit: !Ref ApiThrottlingBurstLimit\n",
+            "",
+        )
+    });
+    assert_fails(
+        check_stage_throttling(&unthrottled),
+        "DefaultRouteSettings.ThrottlingBurstLimit",
+    );
+}
+
+#[test]
+fn alarms_watch_failures_lag_and_5xx_and_notify_only_a_given_topic() {
+    let Some(python) = python() else { return };
+    let t = transformed(&python);
+    assert_ok(check_alarms(&t));
+    let mut always = t.clone();
+    always["Resources"]["HttpApi5xxAlarm"]["Properties"]["AlarmActions"] =
+        json!([{"Ref": "AlarmTopicArn"}]);
+    assert_fails(check_alarms(&always), "HttpApi5xxAlarm.AlarmActions");
+    let mut lenient = t.clone();
+    lenient["Resources"]["DataSyncFailureQueueAlarm"]["Properties"]["Threshold"] = json!(10);
+    assert_fails(
+        check_alarms(&lenient),
+        "DataSyncFailureQueueAlarm: expected > 0",
+    );
+    let mut gone = t;
+    if let Some(resources) = gone["Resources"].as_object_mut() {
+        resources.remove("DataSyncIteratorAgeAlarm");
+    }
+    assert_fails(check_alarms(&gone), "IteratorAge");
+}
