@@ -240,13 +240,13 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
                 UNAUTHENTICATED,
             ));
         } else {
-            // Local mode: the headers are the caller; claims count for nothing, and a repeated
-            // tenant header makes no tenant of its own.
+            // Local mode: claims, when present, are the caller (headers never override them),
+            // and a repeated tenant header makes no tenant of its own.
             attacks.push(attack(
-                format!("{method} t2 with system_admin claims but t1 headers"),
+                format!("{method} t2 with t1 claims but system_admin headers"),
                 Req::command(method, &body("PRODUCT#t2", "P0", version))
-                    .claims_of(ROOT)
-                    .local(T1),
+                    .claims_of(T1)
+                    .local(ROOT),
                 FORBIDDEN,
             ));
             attacks.push(attack(
@@ -258,9 +258,9 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
                 FORBIDDEN,
             ));
             attacks.push(attack(
-                format!("{method} t2 with claims only"),
-                Req::command(method, &body("PRODUCT#t2", "P0", version)).claims_of(T2),
-                UNAUTHENTICATED,
+                format!("{method} t2 with t1 claims only"),
+                Req::command(method, &body("PRODUCT#t2", "P0", version)).claims_of(T1),
+                FORBIDDEN,
             ));
         }
         for roles in ["System_Admin", "system_admin_x", "admin system-admin", "[]"] {
@@ -437,14 +437,14 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
         ));
     } else {
         attacks.push(attack(
-            "GET t2 with system_admin claims but t1 headers",
-            get("/items/PRODUCT%23t2/P0").claims_of(ROOT).local(T1),
+            "GET t2 with t1 claims but system_admin headers",
+            get("/items/PRODUCT%23t2/P0").claims_of(T1).local(ROOT),
             FORBIDDEN,
         ));
         attacks.push(attack(
-            "GET t2 with claims only",
-            get("/items/PRODUCT%23t2/P0").claims_of(T2),
-            UNAUTHENTICATED,
+            "GET t2 with t1 claims only",
+            get("/items/PRODUCT%23t2/P0").claims_of(T1),
+            FORBIDDEN,
         ));
     }
     attacks
