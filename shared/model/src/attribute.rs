@@ -263,6 +263,47 @@ impl Attribute {
         Ok(part)
     }
 
+    /// Whether `text` is a key part this attribute can produce (read back from a key).
+    ///
+    /// ```
+    /// use cqrs_model::{AttrType, Attribute};
+    ///
+    /// let n = Attribute::new(AttrType::Number).with_width(3);
+    /// assert!(n.produces("007", None));
+    /// assert!(!n.produces("7", None));
+    /// ```
+    pub fn produces(&self, text: &str, bucket: Option<Bucket>) -> bool {
+        match self.ty {
+            AttrType::Enum => self.values.iter().any(|v| v == text),
+            AttrType::Boolean => text == "true" || text == "false",
+            AttrType::Number => {
+                !text.is_empty()
+                    && text.bytes().all(|b| b.is_ascii_digit())
+                    && self.width.is_none_or(|w| text.len() == w as usize)
+            }
+            AttrType::Timestamp => {
+                let width = bucket.map_or(TIMESTAMP_WIDTH, Bucket::width);
+                text.len() == width
+                    && text
+                        .bytes()
+                        .zip("DDDD-DD-DDTDD:DD:DD.DDDZ".bytes())
+                        .all(|(c, p)| {
+                            if p == b'D' {
+                                c.is_ascii_digit()
+                            } else {
+                                c == p
+                            }
+                        })
+            }
+            AttrType::String => match self.case {
+                Some(Case::Upper) => text == text.to_uppercase(),
+                Some(Case::Lower) => text == text.to_lowercase(),
+                None => true,
+            },
+            AttrType::Map | AttrType::List => false,
+        }
+    }
+
     /// The longest key part this attribute can give (bytes), `None` when unbounded.
     pub(crate) fn max_key_len(&self, bucket: Option<Bucket>) -> Option<usize> {
         match self.ty {

@@ -249,6 +249,14 @@ impl Entity {
         let mut values = Vec::new();
         for (template, key) in [(&self.pk, pk), (&self.sk, sk)] {
             for (part, text) in template.read(key)? {
+                // The text must be something this part can produce: an enum's value, a number of
+                // its width, a fixed-width timestamp.
+                if let Part::Attr { name, bucket } = part
+                    && let Some(attr) = self.attribute_of(name)
+                    && !attr.produces(text, *bucket)
+                {
+                    return None;
+                }
                 let name = match part {
                     Part::Tenant => "tenant".to_string(),
                     Part::Attr { name, bucket: None } => name.clone(),
@@ -319,13 +327,15 @@ impl Entity {
 /// Whether `s` is already a fixed-width UTC timestamp `YYYY-MM-DDTHH:MM:SS.sssZ`.
 fn is_canonical_timestamp(s: &str) -> bool {
     s.len() == crate::attribute::TIMESTAMP_WIDTH
-        && s.bytes().zip("DDDD-DD-DDTDD:DD:DD.DDDZ".bytes()).all(|(c, p)| {
-            if p == b'D' {
-                c.is_ascii_digit()
-            } else {
-                c == p
-            }
-        })
+        && s.bytes()
+            .zip("DDDD-DD-DDTDD:DD:DD.DDDZ".bytes())
+            .all(|(c, p)| {
+                if p == b'D' {
+                    c.is_ascii_digit()
+                } else {
+                    c == p
+                }
+            })
 }
 
 fn shard_of(id: &str, shards: u32) -> Result<u32, DeriveError> {
