@@ -36,6 +36,7 @@
 
 mod attribute;
 mod check;
+mod cloudformation;
 mod derive;
 mod lang;
 mod model;
