@@ -382,7 +382,20 @@ fn parse_attributes(value: Option<&Value>, at: &str) -> Result<Vec<AttributeSpec
         .collect()
 }
 
-fn parse_keys(value: Option<&Value>, at: &str) -> Result<Vec<KeySpec>, TemplateError> {
+/// How many key attributes a key schema may have.
+#[derive(Clone, Copy)]
+enum KeyShape {
+    /// A table or an LSI: one HASH, at most one RANGE.
+    Single,
+    /// A GSI: DynamoDB's native multi-attribute keys, 1 to 4 HASH then 0 to 4 RANGE.
+    MultiAttribute,
+}
+
+fn parse_keys(
+    value: Option<&Value>,
+    at: &str,
+    shape: KeyShape,
+) -> Result<Vec<KeySpec>, TemplateError> {
     let keys = list(value, at)?
         .iter()
         .enumerate()
@@ -400,23 +413,35 @@ fn parse_keys(value: Option<&Value>, at: &str) -> Result<Vec<KeySpec>, TemplateE
         .collect::<Result<Vec<_>, _>>()?;
     let hashes = keys.iter().filter(|k| k.key_type == KeyType::Hash).count();
     let ranges = keys.iter().filter(|k| k.key_type == KeyType::Range).count();
-    if hashes != 1 || ranges > 1 {
-        return Err(invalid(
+    // HASH attributes come first, then RANGE attributes.
+    let ordered = keys
+        .iter()
+        .skip(hashes)
+        .all(|k| k.key_type == KeyType::Range);
+    match shape {
+        KeyShape::Single if hashes != 1 || ranges > 1 || !ordered => Err(invalid(
             at,
             "needs exactly one HASH and at most one RANGE key",
-        ));
+        )),
+        KeyShape::MultiAttribute if !(1..=4).contains(&hashes) || ranges > 4 || !ordered => Err(
+            invalid(at, "needs 1 to 4 HASH keys, then at most 4 RANGE keys"),
+        ),
+        _ => Ok(keys),
     }
-    Ok(keys)
 }
 
-fn parse_indexes(value: Option<&Value>, at: &str) -> Result<Vec<IndexSpec>, TemplateError> {
+fn parse_indexes(
+    value: Option<&Value>,
+    at: &str,
+    shape: KeyShape,
+) -> Result<Vec<IndexSpec>, TemplateError> {
     list(value, at)?
         .iter()
         .enumerate()
         .map(|(i, ix)| {
             let at = format!("{at}[{i}]");
             let name = string(get(ix, "IndexName"), &format!("{at}.IndexName"))?;
-            let key_schema = parse_keys(get(ix, "KeySchema"), &format!("{at}.KeySchema"))?;
+            let key_schema = parse_keys(get(ix, "KeySchema"), &format!("{at}.KeySchema"), shape)?;
             let proj = get(ix, "Projection");
             let pt_at = format!("{at}.Projection.ProjectionType");
             let projection_type =
@@ -458,14 +483,20 @@ fn parse_table(logical_id: &str, props: &Mapping, at: &str) -> Result<TableSpec,
         get_in(props, "AttributeDefinitions"),
         &field("AttributeDefinitions"),
     )?;
-    let key_schema = parse_keys(get_in(props, "KeySchema"), &field("KeySchema"))?;
+    let key_schema = parse_keys(
+        get_in(props, "KeySchema"),
+        &field("KeySchema"),
+        KeyShape::Single,
+    )?;
     let global_secondary_indexes = parse_indexes(
         get_in(props, "GlobalSecondaryIndexes"),
         &field("GlobalSecondaryIndexes"),
+        KeyShape::MultiAttribute,
     )?;
     let local_secondary_indexes = parse_indexes(
         get_in(props, "LocalSecondaryIndexes"),
         &field("LocalSecondaryIndexes"),
+        KeyShape::Single,
     )?;
 
     // Every key attribute must be defined, and every definition used.

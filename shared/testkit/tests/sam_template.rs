@@ -122,6 +122,7 @@ fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
             &["dynamodb:GetItem", "dynamodb:Query"],
             &[
                 "${DataTable.Arn}",
+                "${DataTable.Arn}/index/*",
                 "${HistoryTable.Arn}",
                 "${HistoryTable.Arn}/index/*",
                 "${CommandTable.Arn}",

@@ -1,0 +1,613 @@
+//! The checks a model must pass before any function uses it. Each problem names the entity (or
+//! index, or pattern) and the field:
+//!
+//! - templates reference only declared attributes (or `tenant`, `createdAt`, `shard`), of a type that
+//!   can be a key part, and separate references with `#` (so no value can blur into its neighbour);
+//!   enum values and literals hold no separator where the key cannot take one;
+//! - a tenant entity's partition key is `PREFIX#{tenant}...`, a common entity's `PREFIX#common...`,
+//!   so the caller's tenant rules apply to it; every index partition of a tenant entity holds
+//!   `{tenant}` (it would mix tenants otherwise);
+//! - no two entities' keys can collide (as sets of strings, not as text);
+//! - sort-key templates sort as declared: numbers have a zero-padding width;
+//! - at most 20 GSIs; native multi-attribute keys have 1 to 4 partition and 0 to 4 sort attributes;
+//!   key attribute names are unique and collide with no item field;
+//! - keys stay within DynamoDB's limits for the declared maximum lengths;
+//! - access patterns name existing entities and indexes, and their parameters are the attributes of
+//!   the templates they query.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cqrs_keys::{
+    KEY_SEPARATOR, MAX_BASE_SORT_KEY_BYTES, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES,
+    TENANT_COMMON, VER_SEPARATOR,
+};
+
+use crate::attribute::AttrType;
+use crate::lang::may_produce_same;
+use crate::model::{CREATED_AT, Entity, ITEM_FIELDS, KeyType, Model, ModelError};
+use crate::template::{Part, Template, describe};
+
+/// DynamoDB's limit of GSIs per table.
+pub const MAX_GSIS: usize = 20;
+/// DynamoDB's limit of partition (and of sort) attributes in a native multi-attribute GSI key.
+pub const MAX_MULTI_ATTRIBUTES: usize = 4;
+
+struct Errors<'a>(&'a mut Vec<ModelError>);
+
+impl Errors<'_> {
+    fn push(&mut self, place: &str, field: &str, message: impl Into<String>) {
+        self.0.push(ModelError {
+            place: place.to_string(),
+            field: field.to_string(),
+            message: message.into(),
+        });
+    }
+}
+
+pub(crate) fn check(model: &Model, errors: &mut Vec<ModelError>) {
+    let mut errors = Errors(errors);
+    check_indexes(model, &mut errors);
+    for entity in &model.entities {
+        check_entity(model, entity, &mut errors);
+    }
+    check_collisions(model, &mut errors);
+    check_patterns(model, &mut errors);
+}
+
+fn check_indexes(model: &Model, errors: &mut Errors<'_>) {
+    if model.indexes.len() > MAX_GSIS {
+        errors.push(
+            "model",
+            "indexes",
+            format!(
+                "{} GSIs declared: DynamoDB allows at most {MAX_GSIS} per table",
+                model.indexes.len()
+            ),
+        );
+    }
+    let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
+    for index in &model.indexes {
+        let place = format!("index `{}`", index.name);
+        let valid_name = (3..=255).contains(&index.name.len())
+            && index
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid_name {
+            errors.push(
+                &place,
+                "name",
+                "an index name is 3 to 255 characters of a-z, A-Z, 0-9, `_`, `-`, `.`",
+            );
+        }
+        for (field, keys, min) in [("pk", &index.pk, 1), ("sk", &index.sk, 0)] {
+            if keys.len() < min || keys.len() > MAX_MULTI_ATTRIBUTES {
+                errors.push(
+                    &place,
+                    field,
+                    format!(
+                        "{} key attributes: DynamoDB takes {min} to {MAX_MULTI_ATTRIBUTES}",
+                        keys.len()
+                    ),
+                );
+            }
+        }
+        for key in index.key_attributes() {
+            if ITEM_FIELDS.contains(&key.name.as_str()) {
+                errors.push(
+                    &place,
+                    "pk/sk",
+                    format!(
+                        "key attribute {:?} is an item field: name it e.g. `{}{}`",
+                        key.name, index.name, key.name
+                    ),
+                );
+            }
+            if let Some(other) = owners.insert(&key.name, &index.name) {
+                if other != index.name {
+                    errors.push(
+                        &place,
+                        "pk/sk",
+                        format!(
+                            "key attribute {:?} is also a key of index `{other}`: each index needs its own",
+                            key.name
+                        ),
+                    );
+                } else {
+                    errors.push(
+                        &place,
+                        "pk/sk",
+                        format!("key attribute {:?} appears twice", key.name),
+                    );
+                }
+            }
+        }
+        if let crate::model::Projection::Include(list) = &index.projection {
+            for attr in list {
+                if attr.is_empty() {
+                    errors.push(&place, "projection", "an empty attribute name");
+                }
+            }
+        }
+    }
+}
+
+fn check_template_refs(
+    entity: &Entity,
+    template: &Template,
+    field: &str,
+    errors: &mut Errors<'_>,
+    place: &str,
+) {
+    if let Err(message) = template.segments() {
+        errors.push(place, field, format!("{}: {message}", template.text()));
+    }
+    for part in template.parts() {
+        match part {
+            Part::Lit(text) => {
+                if field.ends_with("sk") && text.contains(VER_SEPARATOR) {
+                    errors.push(
+                        place,
+                        field,
+                        format!("literal {text:?} holds `{VER_SEPARATOR}`, the version separator"),
+                    );
+                }
+                if text.chars().any(char::is_control) {
+                    errors.push(place, field, format!("literal {text:?} holds a control character"));
+                }
+            }
+            Part::Attr { name, bucket } => match entity.attributes.get(name) {
+                None if name == CREATED_AT => {}
+                None => errors.push(
+                    place,
+                    field,
+                    format!(
+                        "{} references {name:?}, which is not an attribute of the entity: declare it under `attributes`",
+                        template.text()
+                    ),
+                ),
+                Some(attr) => {
+                    if !attr.ty.is_key_type() {
+                        errors.push(
+                            place,
+                            field,
+                            format!("{name:?} is a {}: it cannot be part of a key", attr.ty.name()),
+                        );
+                    }
+                    if bucket.is_some() && attr.ty != AttrType::Timestamp {
+                        errors.push(
+                            place,
+                            field,
+                            format!("{} cuts {name:?} to a bucket, but it is not a timestamp", describe(part)),
+                        );
+                    }
+                }
+            },
+            Part::Tenant | Part::Shard(_) => {}
+        }
+    }
+    // Segments that are nothing (`A##B`, a leading or trailing `#`) would make empty key parts.
+    if let Ok(segments) = template.segments()
+        && segments
+            .iter()
+            .any(|s| s.reference.is_none() && s.prefix.is_empty())
+    {
+        errors.push(
+            place,
+            field,
+            format!("{} has an empty `#`-separated part", template.text()),
+        );
+    }
+}
+
+/// The longest key a template can make, `None` when some part is unbounded.
+fn max_len(model: &Model, entity: &Entity, template: &Template) -> Option<usize> {
+    template.parts().iter().try_fold(0usize, |sum, part| {
+        let len = match part {
+            Part::Lit(text) => Some(text.len()),
+            Part::Tenant => Some(model.tenant_max),
+            Part::Shard(n) => Some(n.saturating_sub(1).to_string().len()),
+            Part::Attr { name, bucket } => match entity.attributes.get(name) {
+                Some(attr) => attr.max_key_len(*bucket),
+                None => Some(bucket.map_or(crate::attribute::TIMESTAMP_WIDTH, |b| b.width())),
+            },
+        }?;
+        Some(sum + len)
+    })
+}
+
+fn check_sorts(
+    entity: &Entity,
+    template: &Template,
+    field: &str,
+    errors: &mut Errors<'_>,
+    place: &str,
+) {
+    for name in template.attribute_names() {
+        if let Some(attr) = entity.attributes.get(name)
+            && attr.ty == AttrType::Number
+            && attr.width.is_none()
+        {
+            errors.push(
+                place,
+                field,
+                format!(
+                    "{name:?} is a number in a sort key without `width`: its text would sort 10 before 9; declare e.g. `width = 10`"
+                ),
+            );
+        }
+    }
+}
+
+fn check_entity(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
+    let place = format!("entity `{}`", entity.name);
+    let place = place.as_str();
+    let valid_name = !entity.name.is_empty()
+        && entity
+            .name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !valid_name {
+        errors.push(
+            place,
+            "name",
+            "an entity name is lower-case letters, digits and `_`",
+        );
+    }
+    for (name, attr) in &entity.attributes {
+        let field = format!("attributes.{name}");
+        if name.is_empty() || name.contains(['#', '@', '.', '{', '}']) {
+            errors.push(
+                place,
+                &field,
+                "an attribute name holds no `#`, `@`, `.`, `{` or `}`",
+            );
+        }
+        if attr.ty == AttrType::Enum {
+            if attr.values.is_empty() {
+                errors.push(place, &field, "an enum needs `values`");
+            }
+            for value in &attr.values {
+                if cqrs_keys::validate_component("enum value", value).is_err() {
+                    errors.push(
+                        place,
+                        &field,
+                        format!("enum value {value:?} is empty or holds `#`, `@` or a control character: it would break keys"),
+                    );
+                }
+            }
+        } else if !attr.values.is_empty() {
+            errors.push(place, &field, "`values` belongs to enums only");
+        }
+        if attr.width.is_some() && attr.ty != AttrType::Number {
+            errors.push(place, &field, "`width` belongs to numbers only");
+        }
+        if matches!(attr.width, Some(0) | Some(39..)) {
+            errors.push(
+                place,
+                &field,
+                "`width` is 1 to 38 (DynamoDB numbers hold 38 digits)",
+            );
+        }
+        if attr.case.is_some() && attr.ty != AttrType::String {
+            errors.push(place, &field, "`case` belongs to strings only");
+        }
+        if name == CREATED_AT {
+            errors.push(
+                place,
+                &field,
+                "createdAt is set by the server: do not declare it",
+            );
+        }
+    }
+    if let Some(id) = &entity.id {
+        match entity.attributes.get(id) {
+            Some(attr) if attr.ty == AttrType::String => {}
+            Some(_) => errors.push(
+                place,
+                "id",
+                format!("the id attribute {id:?} must be a string (a ULID)"),
+            ),
+            None => errors.push(
+                place,
+                "id",
+                format!("the id attribute {id:?} is not declared under `attributes`"),
+            ),
+        }
+        if !entity
+            .pk
+            .attribute_names()
+            .chain(entity.sk.attribute_names())
+            .any(|n| n == id)
+        {
+            errors.push(
+                place,
+                "id",
+                format!("the id attribute {id:?} is in neither key template"),
+            );
+        }
+    }
+
+    // Table keys.
+    check_template_refs(entity, &entity.pk, "pk", errors, place);
+    check_template_refs(entity, &entity.sk, "sk", errors, place);
+    check_sorts(entity, &entity.sk, "sk", errors, place);
+    if entity.pk.shards().is_some() || entity.sk.shards().is_some() {
+        errors.push(place, "pk", "write shards belong in index templates: a table key must be computable from the item's id");
+    }
+    // The caller's tenant rules read the tenant from the second segment of `pk`.
+    let pk_parts = entity.pk.parts();
+    let head_ok = match pk_parts.first() {
+        Some(Part::Lit(text)) => {
+            let mut pieces = text.split(KEY_SEPARATOR);
+            let prefix = pieces.next().unwrap_or_default();
+            let second = pieces.next();
+            !prefix.is_empty()
+                && match (entity.common, second) {
+                    (false, Some("")) => matches!(pk_parts.get(1), Some(Part::Tenant)),
+                    (true, Some(rest)) => {
+                        rest == TENANT_COMMON
+                            || rest.starts_with(&format!("{TENANT_COMMON}{KEY_SEPARATOR}"))
+                    }
+                    _ => false,
+                }
+        }
+        _ => false,
+    };
+    if !head_ok {
+        let want = if entity.common {
+            format!("`PREFIX#{TENANT_COMMON}...` (a common entity)")
+        } else {
+            "`PREFIX#{tenant}...`".to_string()
+        };
+        errors.push(
+            place,
+            "pk",
+            format!(
+                "{} must start {want}, so that tenant rules apply to it",
+                entity.pk.text()
+            ),
+        );
+    }
+    if entity.common && entity.pk.has_tenant() {
+        errors.push(
+            place,
+            "pk",
+            "a common entity lives in the `common` tenant: its pk has no {tenant}",
+        );
+    }
+    if let Some(len) = max_len(model, entity, &entity.pk)
+        && len > MAX_PARTITION_KEY_BYTES
+    {
+        errors.push(place, "pk", format!("keys can reach {len} bytes, over DynamoDB's {MAX_PARTITION_KEY_BYTES}: lower the attributes' `max`"));
+    }
+    if let Some(len) = max_len(model, entity, &entity.sk)
+        && len > MAX_BASE_SORT_KEY_BYTES
+    {
+        errors.push(place, "sk", format!("keys can reach {len} bytes, over {MAX_BASE_SORT_KEY_BYTES} (DynamoDB's 1024 less room for `@version`): lower the attributes' `max`"));
+    }
+
+    // Indexes.
+    let mut seen = BTreeSet::new();
+    for ei in &entity.indexes {
+        let field_pk = format!("indexes.{}.pk", ei.index);
+        let field_sk = format!("indexes.{}.sk", ei.index);
+        if !seen.insert(&ei.index) {
+            errors.push(place, &field_pk, "the index is given twice");
+        }
+        let Some(index) = model.index(&ei.index) else {
+            errors.push(
+                place,
+                &field_pk,
+                format!("there is no index `{}` under [indexes]", ei.index),
+            );
+            continue;
+        };
+        for (field, templates, keys) in [
+            (&field_pk, &ei.pk, &index.pk),
+            (&field_sk, &ei.sk, &index.sk),
+        ] {
+            if templates.len() != keys.len() {
+                errors.push(
+                    place,
+                    field,
+                    format!(
+                        "index `{}` has {} key attribute(s) here, the entity gives {} template(s)",
+                        index.name,
+                        keys.len(),
+                        templates.len()
+                    ),
+                );
+            }
+            for (template, key) in templates.iter().zip(keys) {
+                check_template_refs(entity, template, field, errors, place);
+                match key.ty {
+                    KeyType::S => {}
+                    KeyType::N => {
+                        let numeric = match template.single_reference() {
+                            Some(Part::Attr { name, bucket: None }) => entity
+                                .attributes
+                                .get(name)
+                                .is_some_and(|a| a.ty == AttrType::Number),
+                            Some(Part::Shard(_)) => true,
+                            _ => false,
+                        };
+                        if !numeric {
+                            errors.push(place, field, format!("key attribute {:?} is a number: its template must be one number attribute, e.g. {{amount}}", key.name));
+                        }
+                    }
+                    KeyType::B => errors.push(
+                        place,
+                        field,
+                        format!(
+                            "key attribute {:?} is binary: templates make strings and numbers only",
+                            key.name
+                        ),
+                    ),
+                }
+            }
+        }
+        for template in &ei.sk {
+            check_sorts(entity, template, &field_sk, errors, place);
+        }
+        if !entity.common && !ei.pk.iter().any(Template::has_tenant) {
+            errors.push(
+                place,
+                &field_pk,
+                "the index partition has no {tenant}: it would mix tenants' items (common entities say `common = true`)",
+            );
+        }
+        for template in ei.pk.iter() {
+            if let Some(len) = max_len(model, entity, template)
+                && len > MAX_PARTITION_KEY_BYTES
+            {
+                errors.push(
+                    place,
+                    &field_pk,
+                    format!(
+                        "keys can reach {len} bytes, over DynamoDB's {MAX_PARTITION_KEY_BYTES}"
+                    ),
+                );
+            }
+        }
+        for template in ei.sk.iter() {
+            if let Some(len) = max_len(model, entity, template)
+                && len > MAX_SORT_KEY_BYTES
+            {
+                errors.push(
+                    place,
+                    &field_sk,
+                    format!("keys can reach {len} bytes, over DynamoDB's {MAX_SORT_KEY_BYTES}"),
+                );
+            }
+        }
+        for (attr, values) in &ei.when {
+            let field = format!("indexes.{}.when.{attr}", ei.index);
+            match entity.attributes.get(attr) {
+                None => errors.push(
+                    place,
+                    &field,
+                    format!("{attr:?} is not an attribute of the entity"),
+                ),
+                Some(a) if a.ty == AttrType::Enum => {
+                    for v in values {
+                        if !a.values.contains(v) {
+                            errors.push(
+                                place,
+                                &field,
+                                format!("{v:?} is not one of {attr}'s values {:?}", a.values),
+                            );
+                        }
+                    }
+                }
+                Some(a) if matches!(a.ty, AttrType::String | AttrType::Boolean) => {}
+                Some(a) => errors.push(
+                    place,
+                    &field,
+                    format!(
+                        "conditions take enum, string or boolean attributes, {attr:?} is a {}",
+                        a.ty.name()
+                    ),
+                ),
+            }
+            if values.is_empty() {
+                errors.push(
+                    place,
+                    &field,
+                    "an empty list would keep every item out of the index",
+                );
+            }
+        }
+    }
+}
+
+fn check_collisions(model: &Model, errors: &mut Errors<'_>) {
+    for (i, a) in model.entities.iter().enumerate() {
+        for b in model.entities.iter().skip(i + 1) {
+            if may_produce_same(&a.pk, a, &b.pk, b) && may_produce_same(&a.sk, a, &b.sk, b) {
+                errors.push(
+                    &format!("entity `{}`", a.name),
+                    "pk/sk",
+                    format!(
+                        "its keys ({} / {}) can equal those of entity `{}` ({} / {}): give one a distinct literal",
+                        a.pk.text(),
+                        a.sk.text(),
+                        b.name,
+                        b.pk.text(),
+                        b.sk.text()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn check_patterns(model: &Model, errors: &mut Errors<'_>) {
+    for pattern in &model.patterns {
+        let place = format!("pattern `{}`", pattern.name);
+        let place = place.as_str();
+        if let Some(index) = &pattern.index
+            && model.index(index).is_none()
+        {
+            errors.push(
+                place,
+                "index",
+                format!("there is no index `{index}` (use \"table\" for the table)"),
+            );
+        }
+        if pattern.params.iter().any(|p| p == "tenant" || p == "shard") {
+            errors.push(place, "params", "tenant and shard are never parameters: the tenant comes from the caller, shards are fanned out");
+        }
+        let mut partitions = BTreeSet::new();
+        for name in &pattern.entities {
+            let Some(entity) = model.entity(name) else {
+                errors.push(place, "entity", format!("there is no entity `{name}`"));
+                continue;
+            };
+            let (pk, sk): (Vec<&Template>, Vec<&Template>) = match &pattern.index {
+                None => (vec![&entity.pk], vec![&entity.sk]),
+                Some(index) => match entity.indexes.iter().find(|i| &i.index == index) {
+                    Some(ei) => (ei.pk.iter().collect(), ei.sk.iter().collect()),
+                    None => {
+                        errors.push(
+                            place,
+                            "index",
+                            format!("entity `{name}` does not fill index `{index}`"),
+                        );
+                        continue;
+                    }
+                },
+            };
+            let pk_params: BTreeSet<&str> = pk.iter().flat_map(|t| t.attribute_names()).collect();
+            let sk_params: BTreeSet<&str> = sk.iter().flat_map(|t| t.attribute_names()).collect();
+            for p in &pk_params {
+                if !pattern.params.iter().any(|q| q == p) {
+                    errors.push(
+                        place,
+                        "params",
+                        format!(
+                            "{p:?} is in the partition of entity `{name}` and must be a parameter"
+                        ),
+                    );
+                }
+            }
+            for p in &pattern.params {
+                if !pk_params.contains(p.as_str()) && !sk_params.contains(p.as_str()) {
+                    errors.push(
+                        place,
+                        "params",
+                        format!("{p:?} is in no key template of entity `{name}` for this pattern"),
+                    );
+                }
+            }
+            partitions.insert(pk.iter().map(|t| t.text().to_string()).collect::<Vec<_>>());
+        }
+        if partitions.len() > 1 {
+            errors.push(
+                place,
+                "entities",
+                "a collection's entities must share one partition template",
+            );
+        }
+    }
+}

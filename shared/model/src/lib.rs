@@ -1,0 +1,57 @@
+//! The entity model: a team declares its entities, key templates, indexes and access patterns once,
+//! in `model.toml` at the repository root, and every write obeys it.
+//!
+//! The file is compiled into every binary ([`MODEL_TOML`]) and parsed and checked at start
+//! ([`Model::embedded`]): no file is read at run time, and a model with an error names the entity and
+//! the field ([`ModelErrors`]). Pure: no AWS dependency; above the key crate, below the store and the
+//! functions.
+//!
+//! - [`Model`]: the checked model (entities, GSIs, access patterns);
+//! - [`Template`]: key templates such as `USER#{tenant}#{userId}` and how keys are read back;
+//! - [`Attribute`]: attribute types and the key formatting that keeps sort order;
+//! - [`Entity::derive`]: the one pure function that computes a version's `pk`, `sk` and every index
+//!   key attribute from the whole item.
+//!
+//! ```
+//! use cqrs_model::{ItemView, KeyValue, Model, ValueRef};
+//!
+//! let model = Model::example();
+//! let order = model.entity("order").unwrap();
+//! let attrs = [
+//!     ("orderId", ValueRef::Str("01HX7MBJK3V9WQBZ7XNDK5ZT2M")),
+//!     ("userId", ValueRef::Str("u1")),
+//!     ("status", ValueRef::Str("PENDING")),
+//! ];
+//! let view = ItemView { tenant: "t1", created_at: "2024-01-15T10:30:00.000Z", attributes: &attrs };
+//! let keys = order.derive(&view).unwrap();
+//! assert_eq!(keys.sk, "ORDER#01HX7MBJK3V9WQBZ7XNDK5ZT2M");
+//! assert_eq!(keys.index["gsi1sk"], KeyValue::S("ORDER#2024-01-15T10:30:00.000Z#01HX7MBJK3V9WQBZ7XNDK5ZT2M".into()));
+//! assert!(keys.index["gsi2pk"].as_str().starts_with("STATUS#t1#PENDING#SHARD#"));
+//! ```
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+mod attribute;
+mod check;
+mod cloudformation;
+mod derive;
+mod lang;
+mod model;
+mod spec;
+mod template;
+mod value;
+
+pub use attribute::{
+    AttrType, Attribute, Case, TIMESTAMP_WIDTH, format_timestamp, parse_timestamp,
+};
+pub use check::{MAX_GSIS, MAX_MULTI_ATTRIBUTES};
+pub use derive::{DeriveError, DerivedKeys, ItemView};
+pub use model::{
+    CREATED_AT, DEFAULT_TENANT_MAX, Entity, EntityIndex, ITEM_FIELDS, Index, KeyAttr, KeyType,
+    MODEL_TOML, Model, ModelError, ModelErrors, Pattern, Projection, SortCondition,
+};
+pub use template::{Bucket, Part, Template};
+pub use value::{AttributeSource, KeyValue, ValueRef};

@@ -1,0 +1,744 @@
+//! The checked model: [`Model`] and its [`Entity`], [`Index`] and [`Pattern`] types, built from the
+//! model file by [`Model::parse`], which runs every check of [`crate::check`] and refuses a model with
+//! any error.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use cqrs_keys::fnv1a_64;
+
+use crate::attribute::{AttrType, Attribute, Case};
+use crate::spec::{RawIndexKey, RawModel, RawProjection};
+use crate::template::Template;
+
+/// The largest tenant code the model assumes when it computes key lengths, unless `[model]` says
+/// `tenant_max`.
+///
+/// ```
+/// assert_eq!(cqrs_model::DEFAULT_TENANT_MAX, 64);
+/// ```
+pub const DEFAULT_TENANT_MAX: usize = 64;
+
+/// The item fields of every version: index key attributes may not take these names.
+///
+/// ```
+/// assert!(cqrs_model::ITEM_FIELDS.contains(&"version"));
+/// ```
+pub const ITEM_FIELDS: &[&str] = &[
+    "pk",
+    "sk",
+    "id",
+    "code",
+    "name",
+    "version",
+    "tenantCode",
+    "type",
+    "isDeleted",
+    "seq",
+    "ttl",
+    "attributes",
+    "source",
+    "requestId",
+    "createdAt",
+    "createdBy",
+    "createdIp",
+    "updatedAt",
+    "updatedBy",
+    "updatedIp",
+    "cpk",
+    "csk",
+    "entity",
+    "modelRevision",
+];
+
+/// The server-set attribute a template may reference besides the declared ones: when version 1 was
+/// written, so it never moves.
+///
+/// ```
+/// assert_eq!(cqrs_model::CREATED_AT, "createdAt");
+/// ```
+pub const CREATED_AT: &str = "createdAt";
+
+/// One problem of a model, naming where it is.
+///
+/// ```
+/// let errors = cqrs_model::Model::parse("[entities.a]\npk = \"A#{tenant}\"\nsk = \"{nope}\"\n").unwrap_err();
+/// let first = &errors.0[0];
+/// assert_eq!(first.place, "entity `a`");
+/// assert_eq!(first.field, "sk");
+/// assert!(first.message.contains("nope"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelError {
+    /// The entity, index or pattern (`entity `order``).
+    pub place: String,
+    /// The field within it (`indexes.gsi1.pk`).
+    pub field: String,
+    /// What is wrong, and the fix where there is one.
+    pub message: String,
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}, field `{}`: {}",
+            self.place, self.field, self.message
+        )
+    }
+}
+
+/// Every problem of a model at once.
+///
+/// ```
+/// let errors = cqrs_model::Model::parse("not toml [").unwrap_err();
+/// assert!(errors.to_string().contains("model file"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ModelErrors(pub Vec<ModelError>);
+
+impl fmt::Display for ModelErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the entity model has {} error(s):", self.0.len())?;
+        for e in &self.0 {
+            write!(f, "\n  - {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The type of one attribute of a native multi-attribute GSI key.
+///
+/// ```
+/// assert_eq!(cqrs_model::KeyType::parse("N"), Some(cqrs_model::KeyType::N));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyType {
+    /// String.
+    S,
+    /// Number.
+    N,
+    /// Binary.
+    B,
+}
+
+impl KeyType {
+    /// Reads `S`, `N` or `B`.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_model::KeyType::parse("X"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "S" => Some(KeyType::S),
+            "N" => Some(KeyType::N),
+            "B" => Some(KeyType::B),
+            _ => None,
+        }
+    }
+
+    /// `S`, `N` or `B`, as CloudFormation's `AttributeType` says it.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_model::KeyType::S.as_str(), "S");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyType::S => "S",
+            KeyType::N => "N",
+            KeyType::B => "B",
+        }
+    }
+}
+
+/// One key attribute of an index.
+///
+/// ```
+/// let a = cqrs_model::KeyAttr { name: "gsi1pk".into(), ty: cqrs_model::KeyType::S };
+/// assert_eq!(a.ty.as_str(), "S");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyAttr {
+    /// The top-level item attribute that holds it.
+    pub name: String,
+    /// Its type.
+    pub ty: KeyType,
+}
+
+/// An index's key: up to 4 partition and 4 sort attributes (one each for an overloaded
+/// `gsi1pk`/`gsi1sk` index).
+///
+/// ```
+/// let model = cqrs_model::Model::example();
+/// let gsi1 = model.index("gsi1").unwrap();
+/// assert_eq!(gsi1.pk[0].name, "gsi1pk");
+/// assert!(!gsi1.is_native_multi_attribute());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    /// The GSI name.
+    pub name: String,
+    /// Partition key attributes (HASH), in order.
+    pub pk: Vec<KeyAttr>,
+    /// Sort key attributes (RANGE), in order; may be empty.
+    pub sk: Vec<KeyAttr>,
+    /// What the index copies of each item.
+    pub projection: Projection,
+    /// Whether the file declared the keys as lists (native multi-attribute keys).
+    pub native: bool,
+}
+
+impl Index {
+    /// Whether the index uses DynamoDB's native multi-attribute keys.
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::example();
+    /// assert!(model.index("location").unwrap().is_native_multi_attribute());
+    /// ```
+    pub fn is_native_multi_attribute(&self) -> bool {
+        self.native
+    }
+
+    /// Every key attribute, partition first.
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::example();
+    /// assert_eq!(model.index("gsi1").unwrap().key_attributes().count(), 2);
+    /// ```
+    pub fn key_attributes(&self) -> impl Iterator<Item = &KeyAttr> {
+        self.pk.iter().chain(self.sk.iter())
+    }
+}
+
+/// What a GSI copies of each item.
+///
+/// ```
+/// assert_eq!(cqrs_model::Projection::KeysOnly.type_name(), "KEYS_ONLY");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Projection {
+    /// Every attribute.
+    All,
+    /// The table's and the index's keys only.
+    KeysOnly,
+    /// The keys and these attributes.
+    Include(Vec<String>),
+}
+
+impl Projection {
+    /// CloudFormation's `ProjectionType`.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_model::Projection::All.type_name(), "ALL");
+    /// ```
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Projection::All => "ALL",
+            Projection::KeysOnly => "KEYS_ONLY",
+            Projection::Include(_) => "INCLUDE",
+        }
+    }
+}
+
+/// How an entity fills one index: one template per key attribute, and when it is in the index.
+///
+/// ```
+/// let model = cqrs_model::Model::example();
+/// let order = model.entity("order").unwrap();
+/// let by_status = order.indexes.iter().find(|i| i.index == "gsi2").unwrap();
+/// assert_eq!(by_status.pk[0].shards(), Some(10));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntityIndex {
+    /// The index name.
+    pub index: String,
+    /// One template per partition key attribute.
+    pub pk: Vec<Template>,
+    /// One template per sort key attribute.
+    pub sk: Vec<Template>,
+    /// Membership condition: the item is in the index only when each named attribute holds one of
+    /// the listed values (a sparse index). Empty: whenever every referenced attribute is present.
+    pub when: BTreeMap<String, Vec<String>>,
+    /// The index's partition key attributes, as declared under `[indexes]` (filled by the model).
+    pub pk_keys: Vec<KeyAttr>,
+    /// The index's sort key attributes, as declared under `[indexes]` (filled by the model).
+    pub sk_keys: Vec<KeyAttr>,
+}
+
+/// One declared entity.
+///
+/// ```
+/// let model = cqrs_model::Model::example();
+/// let order = model.entity("order").unwrap();
+/// assert_eq!(order.pk.text(), "ORDER#{tenant}");
+/// assert_eq!(order.item_type, "ORDER");
+/// assert_eq!(order.id.as_deref(), Some("orderId"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entity {
+    /// The entity name (`order`).
+    pub name: String,
+    /// The item `type` (default: the partition key's first literal).
+    pub item_type: String,
+    /// Whether the items live in the `common` tenant (shared by every tenant).
+    pub common: bool,
+    /// The partition key template.
+    pub pk: Template,
+    /// The sort key template (without version).
+    pub sk: Template,
+    /// The id attribute, filled with a ULID when a create gives none.
+    pub id: Option<String>,
+    /// Declared attributes.
+    pub attributes: BTreeMap<String, Attribute>,
+    /// The indexes this entity fills.
+    pub indexes: Vec<EntityIndex>,
+    /// Expected size, for the key-design lint (`small`, `large`).
+    pub size: Option<String>,
+    /// Expected write rate, for the key-design lint (`low`, `high`).
+    pub writes: Option<String>,
+}
+
+/// A sort-key condition a pattern allows.
+///
+/// ```
+/// assert_eq!(cqrs_model::SortCondition::parse("range"), Some(cqrs_model::SortCondition::Range));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SortCondition {
+    /// A prefix of the sort template (given parameters left to right).
+    Prefix,
+    /// `from` / `to` / `before` / `after` on the next part.
+    Range,
+}
+
+impl SortCondition {
+    /// Reads `prefix` or `range`.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_model::SortCondition::parse("eq"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "prefix" => Some(SortCondition::Prefix),
+            "range" => Some(SortCondition::Range),
+            _ => None,
+        }
+    }
+}
+
+/// A named access pattern: one query on the table or one index.
+///
+/// ```
+/// let model = cqrs_model::Model::example();
+/// let p = model.pattern("orders_of_user").unwrap();
+/// assert_eq!(p.index.as_deref(), Some("gsi1"));
+/// assert_eq!(p.params, ["userId"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    /// The pattern name.
+    pub name: String,
+    /// The entities it returns (several: a collection sharing one partition).
+    pub entities: Vec<String>,
+    /// The index, `None` for the table.
+    pub index: Option<String>,
+    /// The parameters a caller gives (never `tenant`).
+    pub params: Vec<String>,
+    /// What it answers, for people.
+    pub description: String,
+    /// The sort-key conditions allowed.
+    pub sort: Vec<SortCondition>,
+}
+
+/// The whole checked model.
+///
+/// ```
+/// let model = cqrs_model::Model::parse(r#"
+/// [indexes.gsi1]
+/// pk = "gsi1pk"
+/// sk = "gsi1sk"
+///
+/// [entities.task]
+/// pk = "TASK#{tenant}"
+/// sk = "{taskId}"
+/// id = "taskId"
+/// attributes.taskId = { type = "string", max = 26 }
+/// attributes.owner = { type = "string", required = true, max = 64 }
+/// indexes.gsi1 = { pk = "OWNER#{tenant}#{owner}", sk = "{createdAt}#{taskId}" }
+///
+/// [patterns.tasks_of_owner]
+/// entity = "task"
+/// index = "gsi1"
+/// params = ["owner"]
+/// "#).unwrap();
+/// assert_eq!(model.entities().len(), 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Model {
+    pub(crate) strict: bool,
+    pub(crate) tenant_max: usize,
+    pub(crate) indexes: Vec<Index>,
+    pub(crate) entities: Vec<Entity>,
+    pub(crate) patterns: Vec<Pattern>,
+    pub(crate) revision: String,
+}
+
+/// The model file at the repository root, compiled into every binary that uses this crate.
+///
+/// ```
+/// assert!(cqrs_model::MODEL_TOML.contains("[entities."));
+/// ```
+pub const MODEL_TOML: &str = include_str!("../../../model.toml");
+
+impl Model {
+    /// Parses and checks a model file. Every problem is reported at once, each naming the entity (or
+    /// index, or pattern) and the field.
+    pub fn parse(text: &str) -> Result<Model, ModelErrors> {
+        let raw: RawModel = toml::from_str(text).map_err(|e| {
+            ModelErrors(vec![ModelError {
+                place: "model file".into(),
+                field: e
+                    .span()
+                    .map(|s| format!("bytes {}..{}", s.start, s.end))
+                    .unwrap_or_default(),
+                message: e.message().to_string(),
+            }])
+        })?;
+        let mut errors = Vec::new();
+        let model = build(raw, text, &mut errors);
+        crate::check::check(&model, &mut errors);
+        if errors.is_empty() {
+            Ok(model)
+        } else {
+            Err(ModelErrors(errors))
+        }
+    }
+
+    /// The model at the repository root ([`MODEL_TOML`]), as every function loads it at start.
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::embedded().unwrap();
+    /// assert!(model.entity("order").is_some());
+    /// ```
+    pub fn embedded() -> Result<Model, ModelErrors> {
+        Model::parse(MODEL_TOML)
+    }
+
+    /// The repository's example model; panics when it does not check (tests and examples only:
+    /// the functions use [`Model::embedded`] and report the errors).
+    ///
+    /// ```
+    /// assert!(cqrs_model::Model::example().entities().len() > 5);
+    /// ```
+    #[allow(clippy::expect_used)]
+    pub fn example() -> Model {
+        Model::embedded().expect("the repository's model.toml checks")
+    }
+
+    /// Whether raw `pk`/`sk` commands that match no entity are refused.
+    ///
+    /// ```
+    /// assert!(!cqrs_model::Model::example().is_strict());
+    /// ```
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
+    /// A short, stable digest of the model file's text: items carry it as `modelRevision`, so a
+    /// rebuild knows which model computed their index keys.
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::example();
+    /// assert_eq!(model.revision().len(), 16);
+    /// ```
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    /// The entities, by name.
+    ///
+    /// ```
+    /// assert!(cqrs_model::Model::example().entities().iter().any(|e| e.name == "product"));
+    /// ```
+    pub fn entities(&self) -> &[Entity] {
+        &self.entities
+    }
+
+    /// One entity by name.
+    ///
+    /// ```
+    /// assert!(cqrs_model::Model::example().entity("nope").is_none());
+    /// ```
+    pub fn entity(&self, name: &str) -> Option<&Entity> {
+        self.entities.iter().find(|e| e.name == name)
+    }
+
+    /// The GSIs of the data table.
+    ///
+    /// ```
+    /// assert!(cqrs_model::Model::example().indexes().len() <= 20);
+    /// ```
+    pub fn indexes(&self) -> &[Index] {
+        &self.indexes
+    }
+
+    /// One index by name.
+    ///
+    /// ```
+    /// assert!(cqrs_model::Model::example().index("gsi2").is_some());
+    /// ```
+    pub fn index(&self, name: &str) -> Option<&Index> {
+        self.indexes.iter().find(|i| i.name == name)
+    }
+
+    /// The named access patterns.
+    ///
+    /// ```
+    /// assert!(!cqrs_model::Model::example().patterns().is_empty());
+    /// ```
+    pub fn patterns(&self) -> &[Pattern] {
+        &self.patterns
+    }
+
+    /// One access pattern by name.
+    ///
+    /// ```
+    /// assert!(cqrs_model::Model::example().pattern("user_of_order").is_some());
+    /// ```
+    pub fn pattern(&self, name: &str) -> Option<&Pattern> {
+        self.patterns.iter().find(|p| p.name == name)
+    }
+
+    /// Every index key attribute name of the model (what a version may carry at top level besides
+    /// the item fields).
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::example();
+    /// assert!(model.index_attribute_names().contains(&"gsi1pk"));
+    /// ```
+    pub fn index_attribute_names(&self) -> Vec<&str> {
+        self.indexes
+            .iter()
+            .flat_map(|i| i.key_attributes().map(|k| k.name.as_str()))
+            .collect()
+    }
+}
+
+fn build(raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
+    let mut err = |place: String, field: &str, message: String| {
+        errors.push(ModelError {
+            place,
+            field: field.to_string(),
+            message,
+        })
+    };
+    let mut indexes = Vec::new();
+    for (name, ix) in raw.indexes {
+        let place = format!("index `{name}`");
+        let mut key =
+            |raw: Option<RawIndexKey>, field: &str, suffix: &str| -> (Vec<KeyAttr>, bool) {
+                match raw {
+                    None => (Vec::new(), false),
+                    Some(RawIndexKey::Single(attr)) => (
+                        vec![KeyAttr {
+                            name: attr,
+                            ty: KeyType::S,
+                        }],
+                        false,
+                    ),
+                    Some(RawIndexKey::Multi(list)) => {
+                        let attrs = list
+                        .into_iter()
+                        .filter_map(|a| match KeyType::parse(&a.ty) {
+                            Some(ty) => Some(KeyAttr { name: a.name, ty }),
+                            None => {
+                                err(
+                                    place.clone(),
+                                    field,
+                                    format!(
+                                        "key attribute {:?} has type {:?}: use S, N or B{suffix}",
+                                        a.name, a.ty
+                                    ),
+                                );
+                                None
+                            }
+                        })
+                        .collect();
+                        (attrs, true)
+                    }
+                }
+            };
+        let (pk, native_pk) = key(Some(ix.pk), "pk", "");
+        let (sk, native_sk) = key(ix.sk, "sk", "");
+        let projection = match ix.projection {
+            RawProjection::Kind(k) if k == "all" => Projection::All,
+            RawProjection::Kind(k) if k == "keys_only" => Projection::KeysOnly,
+            RawProjection::Kind(k) => {
+                err(
+                    place.clone(),
+                    "projection",
+                    format!("{k:?} is not \"all\", \"keys_only\" or a list of attributes"),
+                );
+                Projection::All
+            }
+            RawProjection::Include(list) => Projection::Include(list),
+        };
+        indexes.push(Index {
+            name,
+            pk,
+            sk,
+            projection,
+            native: native_pk || native_sk,
+        });
+    }
+
+    let mut entities = Vec::new();
+    for (name, e) in raw.entities {
+        let place = format!("entity `{name}`");
+        let mut template = |field: &str, text: &str| match Template::parse(text) {
+            Ok(t) => Some(t),
+            Err(m) => {
+                err(place.clone(), field, m);
+                None
+            }
+        };
+        let pk = template("pk", &e.pk);
+        let sk = template("sk", &e.sk);
+        let mut entity_indexes = Vec::new();
+        for (index, ix) in e.indexes {
+            let pk_list: Vec<Template> = ix
+                .pk
+                .into_vec()
+                .iter()
+                .filter_map(|t| template(&format!("indexes.{index}.pk"), t))
+                .collect();
+            let sk_list: Vec<Template> = ix
+                .sk
+                .map(|s| s.into_vec())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|t| template(&format!("indexes.{index}.sk"), t))
+                .collect();
+            let declared = indexes.iter().find(|i: &&Index| i.name == index);
+            entity_indexes.push(EntityIndex {
+                pk_keys: declared.map(|i| i.pk.clone()).unwrap_or_default(),
+                sk_keys: declared.map(|i| i.sk.clone()).unwrap_or_default(),
+                index,
+                pk: pk_list,
+                sk: sk_list,
+                when: ix.when,
+            });
+        }
+        let mut attributes = BTreeMap::new();
+        for (attr, a) in e.attributes {
+            let field = format!("attributes.{attr}");
+            let Some(ty) = AttrType::parse(&a.ty) else {
+                err(
+                    place.clone(),
+                    &field,
+                    format!(
+                        "type {:?} is not string, number, boolean, timestamp, enum, map or list",
+                        a.ty
+                    ),
+                );
+                continue;
+            };
+            let case = match a.case.as_deref() {
+                None => None,
+                Some("upper") => Some(Case::Upper),
+                Some("lower") => Some(Case::Lower),
+                Some(other) => {
+                    err(
+                        place.clone(),
+                        &field,
+                        format!("case {other:?} is not \"upper\" or \"lower\""),
+                    );
+                    None
+                }
+            };
+            attributes.insert(
+                attr,
+                Attribute {
+                    ty,
+                    required: a.required,
+                    values: a.values.unwrap_or_default(),
+                    width: a.width,
+                    max: a.max,
+                    case,
+                    sequential: a.sequential,
+                },
+            );
+        }
+        let (Some(pk), Some(sk)) = (pk, sk) else {
+            continue;
+        };
+        let item_type = e.item_type.unwrap_or_else(|| match pk.parts().first() {
+            Some(crate::template::Part::Lit(text)) => text
+                .split(cqrs_keys::KEY_SEPARATOR)
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            _ => name.to_uppercase(),
+        });
+        entities.push(Entity {
+            name,
+            item_type,
+            common: e.common,
+            pk,
+            sk,
+            id: e.id,
+            attributes,
+            indexes: entity_indexes,
+            size: e.size,
+            writes: e.writes,
+        });
+    }
+
+    let mut patterns = Vec::new();
+    for (name, p) in raw.patterns {
+        let place = format!("pattern `{name}`");
+        let entities = match (p.entity, p.entities) {
+            (Some(one), None) => vec![one],
+            (None, Some(many)) if !many.is_empty() => many,
+            _ => {
+                err(
+                    place.clone(),
+                    "entity",
+                    "give either `entity` or a non-empty `entities` list".into(),
+                );
+                continue;
+            }
+        };
+        let mut sort = Vec::new();
+        for s in p
+            .sort
+            .unwrap_or_else(|| vec!["prefix".into(), "range".into()])
+        {
+            match SortCondition::parse(&s) {
+                Some(c) => sort.push(c),
+                None => err(
+                    place.clone(),
+                    "sort",
+                    format!("{s:?} is not \"prefix\" or \"range\""),
+                ),
+            }
+        }
+        patterns.push(Pattern {
+            name,
+            entities,
+            index: (p.index != "table").then_some(p.index),
+            params: p.params,
+            description: p.description.unwrap_or_default(),
+            sort,
+        });
+    }
+
+    Model {
+        strict: raw.model.strict,
+        tenant_max: raw.model.tenant_max.unwrap_or(DEFAULT_TENANT_MAX),
+        indexes,
+        entities,
+        patterns,
+        revision: format!("{:016x}", fnv1a_64(text.as_bytes())),
+    }
+}

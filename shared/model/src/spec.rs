@@ -1,0 +1,150 @@
+//! The model file as written (TOML), before any check: the serde shapes of `model.toml`. Unknown
+//! fields are refused, so a misspelt key is an error, never silently ignored.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawModel {
+    #[serde(default)]
+    pub model: RawSettings,
+    #[serde(default)]
+    pub indexes: BTreeMap<String, RawIndex>,
+    #[serde(default)]
+    pub entities: BTreeMap<String, RawEntity>,
+    #[serde(default)]
+    pub patterns: BTreeMap<String, RawPattern>,
+}
+
+/// `[model]`: settings of the whole model.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSettings {
+    #[serde(default)]
+    pub strict: bool,
+    pub tenant_max: Option<usize>,
+}
+
+/// `[indexes.<name>]`: one GSI of the data table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIndex {
+    pub pk: RawIndexKey,
+    pub sk: Option<RawIndexKey>,
+    #[serde(default)]
+    pub projection: RawProjection,
+}
+
+/// An index key: one string attribute (`"gsi1pk"`) or a native multi-attribute key.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawIndexKey {
+    Single(String),
+    Multi(Vec<RawKeyAttr>),
+}
+
+/// One attribute of a native multi-attribute key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawKeyAttr {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+}
+
+/// `projection = "all" | "keys_only" | ["attr", ...]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawProjection {
+    Kind(String),
+    Include(Vec<String>),
+}
+
+impl Default for RawProjection {
+    fn default() -> Self {
+        RawProjection::Kind("all".into())
+    }
+}
+
+/// `[entities.<name>]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEntity {
+    pub pk: String,
+    pub sk: String,
+    pub id: Option<String>,
+    #[serde(rename = "type")]
+    pub item_type: Option<String>,
+    #[serde(default)]
+    pub common: bool,
+    #[serde(default)]
+    pub attributes: BTreeMap<String, RawAttribute>,
+    #[serde(default)]
+    pub indexes: BTreeMap<String, RawEntityIndex>,
+    pub size: Option<String>,
+    pub writes: Option<String>,
+}
+
+/// `[entities.<name>.attributes]`: one attribute.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAttribute {
+    #[serde(rename = "type")]
+    pub ty: String,
+    #[serde(default)]
+    pub required: bool,
+    pub values: Option<Vec<String>>,
+    pub width: Option<u32>,
+    pub max: Option<usize>,
+    pub case: Option<String>,
+    #[serde(default)]
+    pub sequential: bool,
+}
+
+/// `[entities.<name>.indexes.<index>]`: the templates that fill one index for this entity.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEntityIndex {
+    pub pk: RawTemplates,
+    pub sk: Option<RawTemplates>,
+    #[serde(default)]
+    pub when: BTreeMap<String, Vec<String>>,
+}
+
+/// One template, or one per attribute of a native multi-attribute key.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawTemplates {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl RawTemplates {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            RawTemplates::One(t) => vec![t],
+            RawTemplates::Many(ts) => ts,
+        }
+    }
+}
+
+/// `[patterns.<name>]`: one named access pattern.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPattern {
+    pub entity: Option<String>,
+    pub entities: Option<Vec<String>>,
+    #[serde(default = "table")]
+    pub index: String,
+    #[serde(default)]
+    pub params: Vec<String>,
+    pub description: Option<String>,
+    pub sort: Option<Vec<String>>,
+}
+
+fn table() -> String {
+    "table".into()
+}

@@ -1,0 +1,257 @@
+//! Every model check, each with a small model that triggers it (and the error naming the entity and
+//! the field) and the example model that passes them all.
+
+use cqrs_model::{Model, ModelError};
+
+/// A minimal valid entity to build on.
+const BASE: &str = r#"
+[indexes.gsi1]
+pk = "gsi1pk"
+sk = "gsi1sk"
+
+[entities.order]
+pk = "ORDER#{tenant}"
+sk = "ORDER#{orderId}"
+id = "orderId"
+attributes.orderId = { type = "string", max = 26 }
+attributes.userId = { type = "string", required = true, max = 64 }
+attributes.status = { type = "enum", values = ["OPEN", "DONE"] }
+attributes.total = { type = "number" }
+"#;
+
+fn errors(extra: &str) -> Vec<ModelError> {
+    match Model::parse(&format!("{BASE}{extra}")) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.0,
+    }
+}
+
+/// Asserts that exactly the expected problem is found: place, field and a word of the message.
+#[track_caller]
+fn assert_error(extra: &str, place: &str, field: &str, word: &str) {
+    let found = errors(extra);
+    assert!(
+        found
+            .iter()
+            .any(|e| e.place == place && e.field == field && e.message.contains(word)),
+        "expected {place} / {field} / {word:?}, got {found:#?}"
+    );
+}
+
+#[test]
+fn the_base_and_the_example_model_pass() {
+    assert_eq!(errors(""), Vec::new());
+    Model::embedded().unwrap();
+}
+
+#[test]
+fn unknown_attribute_in_a_template() {
+    assert_error(
+        "indexes.gsi1 = { pk = \"USER#{tenant}#{user}\", sk = \"X\" }\n",
+        "entity `order`",
+        "indexes.gsi1.pk",
+        "\"user\"",
+    );
+}
+
+#[test]
+fn references_without_a_separator_between_them() {
+    assert_error(
+        "indexes.gsi1 = { pk = \"USER#{tenant}#{userId}{status}\", sk = \"X\" }\n",
+        "entity `order`",
+        "indexes.gsi1.pk",
+        "not separated",
+    );
+    assert_error(
+        "indexes.gsi1 = { pk = \"USER#{tenant}#{userId}-{status}\", sk = \"X\" }\n",
+        "entity `order`",
+        "indexes.gsi1.pk",
+        "not separated",
+    );
+}
+
+#[test]
+fn enum_values_that_would_break_keys() {
+    let model = BASE.replace("[\"OPEN\", \"DONE\"]", "[\"OPEN\", \"DONE#2\"]");
+    let found = Model::parse(&model).unwrap_err().0;
+    assert!(
+        found
+            .iter()
+            .any(|e| e.field == "attributes.status" && e.message.contains("DONE#2"))
+    );
+}
+
+#[test]
+fn keys_that_collide_as_strings_not_as_text() {
+    assert_error(
+        r#"
+[entities.admin]
+pk = "ORDER#{tenant}"
+sk = "ORDER#ADMIN"
+"#,
+        "entity `admin`",
+        "pk/sk",
+        "entity `order`",
+    );
+    // A distinct literal keeps them apart.
+    assert_eq!(
+        errors("[entities.admin]\npk = \"ORDER#{tenant}\"\nsk = \"ADMIN#1\"\n"),
+        Vec::new()
+    );
+}
+
+#[test]
+fn index_partition_without_tenant() {
+    assert_error(
+        "indexes.gsi1 = { pk = \"USER#{userId}\", sk = \"X\" }\n",
+        "entity `order`",
+        "indexes.gsi1.pk",
+        "mix tenants",
+    );
+}
+
+#[test]
+fn table_partition_must_name_the_tenant_after_the_prefix() {
+    let model = BASE.replace(
+        "pk = \"ORDER#{tenant}\"",
+        "pk = \"ORDER#{userId}#{tenant}\"",
+    );
+    let found = Model::parse(&model).unwrap_err().0;
+    assert!(
+        found
+            .iter()
+            .any(|e| e.field == "pk" && e.message.contains("PREFIX#{tenant}"))
+    );
+    // A common entity says so, and has no {tenant}.
+    assert_eq!(
+        errors(
+            "[entities.user]\ncommon = true\npk = \"USER#common\"\nsk = \"{id}\"\nattributes.id = { type = \"string\" }\n"
+        ),
+        Vec::new()
+    );
+    assert_error(
+        "[entities.user]\npk = \"USER#common\"\nsk = \"{id}\"\nattributes.id = { type = \"string\" }\n",
+        "entity `user`",
+        "pk",
+        "PREFIX#{tenant}",
+    );
+}
+
+#[test]
+fn sort_key_numbers_need_a_width() {
+    assert_error(
+        "indexes.gsi1 = { pk = \"USER#{tenant}#{userId}\", sk = \"{total}#{orderId}\" }\n",
+        "entity `order`",
+        "indexes.gsi1.sk",
+        "width",
+    );
+}
+
+#[test]
+fn over_twenty_gsis() {
+    let many: String = (2..=21)
+        .map(|i| format!("[indexes.gsi{i:02}]\npk = \"g{i}pk\"\n"))
+        .collect();
+    assert_error(&many, "model", "indexes", "at most 20");
+}
+
+#[test]
+fn keys_longer_than_dynamodb_allows_for_declared_lengths() {
+    assert_error(
+        "attributes.note = { type = \"string\", max = 2000 }\nindexes.gsi1 = { pk = \"USER#{tenant}#{note}\", sk = \"X\" }\n",
+        "entity `order`",
+        "indexes.gsi1.pk",
+        "over DynamoDB's 2048",
+    );
+    let model = BASE.replace(
+        "{ type = \"string\", max = 26 }",
+        "{ type = \"string\", max = 1010 }",
+    );
+    let found = Model::parse(&model).unwrap_err().0;
+    assert!(
+        found
+            .iter()
+            .any(|e| e.field == "sk" && e.message.contains("bytes"))
+    );
+}
+
+#[test]
+fn index_attribute_names_that_are_item_fields() {
+    let model = BASE.replace("pk = \"gsi1pk\"", "pk = \"version\"");
+    let found = Model::parse(&model).unwrap_err().0;
+    assert!(
+        found
+            .iter()
+            .any(|e| e.place == "index `gsi1`" && e.message.contains("\"version\""))
+    );
+}
+
+#[test]
+fn native_multi_attribute_keys_stay_within_four_and_types_match() {
+    assert_error(
+        r#"
+[indexes.loc]
+pk = [{ name = "a1", type = "S" }, { name = "a2", type = "S" }, { name = "a3", type = "S" }, { name = "a4", type = "S" }, { name = "a5", type = "S" }]
+"#,
+        "index `loc`",
+        "pk",
+        "1 to 4",
+    );
+    assert_error(
+        r#"
+indexes.loc = { pk = ["{tenant}", "{userId}"] }
+[indexes.loc]
+pk = [{ name = "locT", type = "S" }, { name = "locN", type = "N" }]
+"#,
+        "entity `order`",
+        "indexes.loc.pk",
+        "number",
+    );
+}
+
+#[test]
+fn patterns_name_real_entities_indexes_and_parameters() {
+    assert_error(
+        "[patterns.p]\nentity = \"nope\"\n",
+        "pattern `p`",
+        "entity",
+        "no entity",
+    );
+    assert_error(
+        "[patterns.p]\nentity = \"order\"\nindex = \"gsi9\"\n",
+        "pattern `p`",
+        "index",
+        "no index",
+    );
+    assert_error(
+        "indexes.gsi1 = { pk = \"USER#{tenant}#{userId}\", sk = \"X\" }\n[patterns.p]\nentity = \"order\"\nindex = \"gsi1\"\n",
+        "pattern `p`",
+        "params",
+        "\"userId\"",
+    );
+    assert_error(
+        "[patterns.p]\nentity = \"order\"\nparams = [\"tenant\"]\n",
+        "pattern `p`",
+        "params",
+        "never parameters",
+    );
+}
+
+#[test]
+fn misspelt_fields_are_refused_not_ignored() {
+    let found = errors(
+        "[entities.x]\npk = \"X#{tenant}\"\nsk = \"1\"\nattribtues.a = { type = \"string\" }\n",
+    );
+    assert_eq!(found.len(), 1);
+    assert!(found[0].message.contains("attribtues"), "{found:?}");
+}
+
+#[test]
+fn sparse_conditions_name_declared_values() {
+    assert_error(
+        "indexes.gsi1 = { pk = \"S#{tenant}#{status}\", sk = \"{orderId}\", when = { status = [\"LOST\"] } }\n",
+        "entity `order`",
+        "indexes.gsi1.when.status",
+        "LOST",
+    );
+}

@@ -1,0 +1,116 @@
+//! `cqrs`: the operator CLI. `cqrs model check` checks a model file (every error names the entity
+//! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
+//! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them.
+//!
+//! Exit codes: 0 clean, 1 the model has errors, 2 the command itself failed (e.g. unreadable file).
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use cqrs_model::Model;
+
+/// Operate a cqrs-dynamo deployment: its entity model first.
+#[derive(Parser)]
+#[command(name = "cqrs", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The entity model (model.toml).
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Check a model file; every problem names the entity and the field.
+    Check {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+        /// Print the result as JSON (for scripts and CI).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the data table's key attributes and GSIs as template.yaml must declare them (under
+    /// the DataTable's Properties). CloudFormation adds or removes one GSI per table per stack
+    /// update: deploy a new index on its own.
+    Template {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+    },
+}
+
+fn load(file: &PathBuf) -> Result<Result<Model, cqrs_model::ModelErrors>, ExitCode> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => Ok(Model::parse(&text)),
+        Err(e) => {
+            eprintln!("cqrs: cannot read {}: {e}", file.display());
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Model(ModelCommand::Check { file, json }) => {
+            let model = match load(&file) {
+                Ok(m) => m,
+                Err(code) => return code,
+            };
+            match (model, json) {
+                (Ok(m), false) => {
+                    println!(
+                        "{}: ok ({} entities, {} indexes, {} access patterns)",
+                        file.display(),
+                        m.entities().len(),
+                        m.indexes().len(),
+                        m.patterns().len()
+                    );
+                    ExitCode::SUCCESS
+                }
+                (Ok(m), true) => {
+                    let out = serde_json::json!({"ok": true, "entities": m.entities().len(),
+                        "indexes": m.indexes().len(), "patterns": m.patterns().len(), "revision": m.revision()});
+                    println!("{out}");
+                    ExitCode::SUCCESS
+                }
+                (Err(errors), false) => {
+                    eprintln!("{}: {errors}", file.display());
+                    ExitCode::from(1)
+                }
+                (Err(errors), true) => {
+                    let list: Vec<_> = errors
+                        .0
+                        .iter()
+                        .map(|e| serde_json::json!({"place": e.place, "field": e.field, "message": e.message}))
+                        .collect();
+                    println!("{}", serde_json::json!({"ok": false, "errors": list}));
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Model(ModelCommand::Template { file }) => match load(&file) {
+            Ok(Ok(model)) => {
+                print!("{}", model.data_table_yaml());
+                ExitCode::SUCCESS
+            }
+            Ok(Err(errors)) => {
+                eprintln!("{}: {errors}", file.display());
+                ExitCode::from(1)
+            }
+            Err(code) => code,
+        },
+    }
+}
