@@ -377,3 +377,49 @@ mod tests {
         assert!(parse_json(&very_deep).is_err());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn floats(value: serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Number(n) => n.as_f64().into(),
+            serde_json::Value::Array(list) => list.into_iter().map(floats).collect(),
+            serde_json::Value::Object(map) => {
+                map.into_iter().map(|(k, v)| (k, floats(v))).collect()
+            }
+            other => other,
+        }
+    }
+
+    proptest! {
+        /// Any text: no panic, and the reader agrees with serde_json on what is JSON (short of
+        /// numbers DynamoDB cannot hold and keys given twice, which it refuses on purpose).
+        #[test]
+        fn agrees_with_serde_json(text in "[\\[\\]{}\",:0-9eE.+\\- a-z\\\\]{0,40}") {
+            let ours = parse_json(&text);
+            let theirs = serde_json::from_str::<serde_json::Value>(&text);
+            match (&ours, &theirs) {
+                (Ok(value), Ok(json)) => {
+                    // The same JSON, numbers compared as the nearest f64 (serde_json's precision).
+                    let back: serde_json::Value = serde_json::from_str(&value.to_string()).unwrap();
+                    prop_assert_eq!(floats(back), floats(json.clone()), "{}", text);
+                }
+                (Err(e), Ok(_)) => prop_assert!(!e.syntax, "{text}: {e}"),
+                (Ok(_), Err(e)) => prop_assert!(false, "{text}: serde_json refuses: {e}"),
+                (Err(_), Err(_)) => {}
+            }
+        }
+
+        /// Integers and floats read back as the same number.
+        #[test]
+        fn numbers_read_back(i in any::<i64>(), f in -1e100f64..1e100) {
+            prop_assert_eq!(parse_json(&i.to_string()).unwrap().as_i64(), Some(i));
+            let text = serde_json::to_string(&f).unwrap();
+            let value = parse_json(&text).unwrap();
+            prop_assert_eq!(value.as_f64(), Some(f));
+        }
+    }
+}
