@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(validate_sort_key(&input.sk).is_ok());
             assert!(input.version >= -1);
             assert!(!(for_patch && input.version == 0));
-            assert!(input.ttl.is_none_or(|t| t > 0));
+            assert!(input.ttl.value().is_none_or(|t| t > 0));
         }
         Err(error) => {
             let status = error.status();

@@ -2,7 +2,7 @@
 //! and writing it with one conditional put (with the idempotency record, when there is one).
 
 use cqrs_caller::Caller;
-use cqrs_item::{Item, MAX_ITEM_BYTES, check_limits, merge_attributes};
+use cqrs_item::{Item, MAX_ITEM_BYTES, check_limits};
 use cqrs_keys::{
     MAX_SORT_KEY_BYTES, VERSION_LATEST, add_sort_key_version, generate_id, parse_entity_key,
     tenant_code,
@@ -213,24 +213,22 @@ fn build_item(
     let (code, name, attributes, is_deleted, ttl, seq) = match (mode, base) {
         (Mode::Merge, Some(b)) => {
             let mut attributes = b.attributes.clone();
-            if let Some(patch) = &input.attributes {
-                merge_attributes(&mut attributes, patch);
-            }
+            input.attributes.merge_into(&mut attributes);
             (
                 input.code.clone().unwrap_or_else(|| b.code.clone()),
                 input.name.clone().unwrap_or_else(|| b.name.clone()),
                 attributes,
                 input.is_deleted.unwrap_or(b.is_deleted),
-                input.ttl.or(b.ttl),
+                input.ttl.apply(b.ttl),
                 b.seq,
             )
         }
         _ => (
             input.code.clone().unwrap_or_default(),
             input.name.clone().unwrap_or_default(),
-            input.attributes.clone().unwrap_or_default(),
+            input.attributes.value().unwrap_or_default(),
             input.is_deleted.unwrap_or(false),
-            input.ttl,
+            input.ttl.value(),
             base.and_then(|b| b.seq),
         ),
     };

@@ -183,7 +183,7 @@ async fn patch_deep_merges_into_the_named_version() {
     assert_eq!(latest.code, "C");
     assert_eq!(latest.name, "second");
     assert_eq!(
-        serde_json::Value::Object(latest.attributes),
+        cqrs_item::Value::Map(latest.attributes),
         json!({"price": 100, "size": {"w": 1, "h": 3}, "new": [1, 2]})
     );
     assert_eq!(latest.source, "PATCH /commands");

@@ -19,10 +19,10 @@
 
 use chrono::{DateTime, Utc};
 use cqrs_item::Item;
+use cqrs_item::{Map, Value};
 use cqrs_keys::{LOG_PK_PREFIX, TimeSeriesKey, fnv1a_64};
 use cqrs_store::{Store, projection::PutIfAbsent};
 use futures::future::{BoxFuture, FutureExt};
-use serde_json::{Map, Value};
 
 use crate::target::{Change, SyncTarget, TargetError};
 

@@ -83,7 +83,7 @@ fn parse_insert(record: &EventRecord) -> Result<Item, String> {
             "INSERT without NewImage (the stream view type must include new images)".into(),
         );
     }
-    let item: Item = serde_dynamo::from_item(image.clone())
+    let item = Item::from_attributes(image.clone().into())
         .map_err(|e| format!("NewImage is not an item: {e}"))?;
     let version = match parse_sort_key_version(&item.sk) {
         Ok((_, Some(version))) => version,

@@ -112,7 +112,7 @@ async fn every_sample_event_gets_its_outcome() {
                         == Some(&serde_dynamo::AttributeValue::S(row.sk.clone()))
                 })
                 .unwrap();
-            let item: Item = serde_dynamo::from_item(image.change.new_image.clone()).unwrap();
+            let item: Item = Item::from_attributes(image.change.new_image.clone().into()).unwrap();
             assert_eq!(*row, item, "{file}: history row");
         }
         for row in scan(&tables, &tables.data).await {

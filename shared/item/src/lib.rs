@@ -8,8 +8,13 @@
 //! | history | `base@version`  |                  |
 //!
 //! Attribute names are camelCase, as the TypeScript framework mbc-cqrs-serverless writes them, so
-//! these functions can share tables with it. Conversion goes through `serde_dynamo`
-//! ([`Item::to_attributes`], [`Item::from_attributes`]); nothing here builds attribute maps by hand.
+//! these functions can share tables with it.
+//!
+//! The item's own data, `attributes`, is a [`Map`] of [`Value`]s whose numbers are exact
+//! ([`Number`]: up to DynamoDB's 38 significant digits, carried as text, never as `f64`). So
+//! conversion to and from DynamoDB ([`Item::to_attributes`], [`Item::from_attributes`]) is written
+//! out here, field by field, rather than going through `serde_dynamo` (whose deserialiser reads
+//! `N` as a float). An `Item` serialises to and from JSON with serde, numbers verbatim.
 //!
 //! ```
 //! use cqrs_item::Item;
@@ -19,20 +24,29 @@
 //! assert_eq!(Item::from_attributes(attributes).unwrap(), item);
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
+mod json;
 mod limits;
 mod merge;
+mod number;
 mod size;
+mod value;
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
+pub use json::{JsonError, MAX_JSON_DEPTH, parse_json};
 pub use limits::{MAX_NESTING_DEPTH, MAX_NUMBER_DIGITS, check_limits};
 pub use merge::merge_attributes;
+pub use number::{Number, NumberError};
 pub use size::{MAX_ITEM_BYTES, attribute_size, item_size};
+pub use value::{Map, Value, ValueError, map_from_json};
 
 /// A DynamoDB item as the SDK takes and gives it.
 pub type Attributes = HashMap<String, AttributeValue>;
@@ -76,9 +90,9 @@ pub struct Item {
     /// Expiry in epoch seconds (DynamoDB TTL), when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<i64>,
-    /// The item's own data: any JSON object.
+    /// The item's own data: any JSON object, numbers exact.
     #[serde(default)]
-    pub attributes: Map<String, Value>,
+    pub attributes: Map,
     /// What wrote this version (e.g. `POST /commands`).
     #[serde(default)]
     pub source: String,
@@ -119,31 +133,171 @@ pub struct Item {
 /// assert!(err.to_string().contains("missing field"));
 /// ```
 #[derive(Debug, thiserror::Error)]
-#[error("item conversion failed: {0}")]
-pub struct ConversionError(#[from] serde_dynamo::Error);
+pub enum ConversionError {
+    /// A record written through `serde_dynamo` (such as the idempotency record) did not convert.
+    #[error("item conversion failed: {0}")]
+    Dynamo(#[from] serde_dynamo::Error),
+    /// A field every item has is absent.
+    #[error("item conversion failed: missing field `{0}`")]
+    Missing(&'static str),
+    /// A field holds the wrong DynamoDB type or a value out of range.
+    #[error("item conversion failed: {field}: {reason}")]
+    Invalid {
+        /// The attribute (with its path inside `attributes`).
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
 
 impl Item {
-    /// Converts this item into the attribute map `PutItem` takes.
+    /// Converts this item into the attribute map `PutItem` takes. Numbers inside `attributes`
+    /// become `N` with their exact text.
     ///
     /// ```
-    /// let attributes = cqrs_item::Item::example().to_attributes().unwrap();
+    /// use aws_sdk_dynamodb::types::AttributeValue;
+    /// let mut item = cqrs_item::Item::example();
+    /// item.attributes.insert("big".into(), cqrs_item::Number::parse("12345678901234567891").unwrap().into());
+    /// let attributes = item.to_attributes().unwrap();
     /// assert!(attributes.contains_key("tenantCode"));
     /// assert!(attributes.contains_key("type"));
     /// assert!(!attributes.contains_key("cpk"));
+    /// let AttributeValue::M(data) = &attributes["attributes"] else { panic!() };
+    /// assert_eq!(data["big"], AttributeValue::N("12345678901234567891".into()));
     /// ```
     pub fn to_attributes(&self) -> Result<Attributes, ConversionError> {
-        Ok(serde_dynamo::to_item(self)?)
+        let s = |value: &str| AttributeValue::S(value.to_string());
+        let n = |value: i64| AttributeValue::N(value.to_string());
+        let mut out = Attributes::with_capacity(24);
+        out.insert("pk".into(), s(&self.pk));
+        out.insert("sk".into(), s(&self.sk));
+        out.insert("id".into(), s(&self.id));
+        out.insert("code".into(), s(&self.code));
+        out.insert("name".into(), s(&self.name));
+        out.insert("version".into(), n(self.version));
+        out.insert("tenantCode".into(), s(&self.tenant_code));
+        out.insert("type".into(), s(&self.item_type));
+        out.insert("isDeleted".into(), AttributeValue::Bool(self.is_deleted));
+        if let Some(seq) = self.seq {
+            out.insert("seq".into(), n(seq));
+        }
+        if let Some(ttl) = self.ttl {
+            out.insert("ttl".into(), n(ttl));
+        }
+        out.insert(
+            "attributes".into(),
+            AttributeValue::M(
+                self.attributes
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_attribute_value()))
+                    .collect(),
+            ),
+        );
+        out.insert("source".into(), s(&self.source));
+        out.insert("requestId".into(), s(&self.request_id));
+        out.insert("createdAt".into(), s(&self.created_at));
+        out.insert("createdBy".into(), s(&self.created_by));
+        out.insert("createdIp".into(), s(&self.created_ip));
+        out.insert("updatedAt".into(), s(&self.updated_at));
+        out.insert("updatedBy".into(), s(&self.updated_by));
+        out.insert("updatedIp".into(), s(&self.updated_ip));
+        if let Some(cpk) = &self.cpk {
+            out.insert("cpk".into(), s(cpk));
+        }
+        if let Some(csk) = &self.csk {
+            out.insert("csk".into(), s(csk));
+        }
+        Ok(out)
     }
 
-    /// Reads an item from a DynamoDB attribute map.
+    /// Reads an item from a DynamoDB attribute map (a `GetItem` answer, or a stream image
+    /// converted with `.into()`). Numbers inside `attributes` keep every digit; attributes the
+    /// item shape does not name (written by other tools) are ignored; `NULL` counts as absent.
     ///
     /// ```
     /// let item = cqrs_item::Item::example();
     /// let back = cqrs_item::Item::from_attributes(item.to_attributes().unwrap()).unwrap();
     /// assert_eq!(back.version, 1);
     /// ```
-    pub fn from_attributes(attributes: Attributes) -> Result<Self, ConversionError> {
-        Ok(serde_dynamo::from_item(attributes)?)
+    pub fn from_attributes(mut attributes: Attributes) -> Result<Self, ConversionError> {
+        let mut take = |name: &'static str| match attributes.remove(name) {
+            None | Some(AttributeValue::Null(_)) => None,
+            Some(value) => Some((name, value)),
+        };
+        let string = |field: Option<(&'static str, AttributeValue)>| match field {
+            None => Ok(None),
+            Some((_, AttributeValue::S(s))) => Ok(Some(s)),
+            Some((name, other)) => Err(invalid(name, "a string", &other)),
+        };
+        let integer = |field: Option<(&'static str, AttributeValue)>| match field {
+            None => Ok(None),
+            Some((name, AttributeValue::N(text))) => {
+                text.parse::<i64>()
+                    .map(Some)
+                    .map_err(|_| ConversionError::Invalid {
+                        field: name.into(),
+                        reason: format!("{text} is not a 64-bit integer"),
+                    })
+            }
+            Some((name, other)) => Err(invalid(name, "a number", &other)),
+        };
+        let required =
+            |name: &'static str, value: Option<String>| value.ok_or(ConversionError::Missing(name));
+        let pk = required("pk", string(take("pk"))?)?;
+        let sk = required("sk", string(take("sk"))?)?;
+        let id = required("id", string(take("id"))?)?;
+        let version = integer(take("version"))?.ok_or(ConversionError::Missing("version"))?;
+        let tenant_code = required("tenantCode", string(take("tenantCode"))?)?;
+        let item_type = required("type", string(take("type"))?)?;
+        let is_deleted = match take("isDeleted") {
+            None => false,
+            Some((_, AttributeValue::Bool(b))) => b,
+            Some((name, other)) => return Err(invalid(name, "a boolean", &other)),
+        };
+        let data = match take("attributes") {
+            None => Map::new(),
+            Some((name, AttributeValue::M(map))) => map
+                .into_iter()
+                .map(|(key, value)| match Value::from_attribute_value(value) {
+                    Ok(value) => Ok((key, value)),
+                    Err(e) => Err(ConversionError::Invalid {
+                        field: if e.path.is_empty() {
+                            format!("{name}.{key}")
+                        } else if e.path.starts_with('[') {
+                            format!("{name}.{key}{}", e.path)
+                        } else {
+                            format!("{name}.{key}.{}", e.path)
+                        },
+                        reason: e.reason,
+                    }),
+                })
+                .collect::<Result<_, _>>()?,
+            Some((name, other)) => return Err(invalid(name, "a map", &other)),
+        };
+        Ok(Item {
+            code: string(take("code"))?.unwrap_or_default(),
+            name: string(take("name"))?.unwrap_or_default(),
+            seq: integer(take("seq"))?,
+            ttl: integer(take("ttl"))?,
+            source: string(take("source"))?.unwrap_or_default(),
+            request_id: string(take("requestId"))?.unwrap_or_default(),
+            created_at: string(take("createdAt"))?.unwrap_or_default(),
+            created_by: string(take("createdBy"))?.unwrap_or_default(),
+            created_ip: string(take("createdIp"))?.unwrap_or_default(),
+            updated_at: string(take("updatedAt"))?.unwrap_or_default(),
+            updated_by: string(take("updatedBy"))?.unwrap_or_default(),
+            updated_ip: string(take("updatedIp"))?.unwrap_or_default(),
+            cpk: string(take("cpk"))?,
+            csk: string(take("csk"))?,
+            pk,
+            sk,
+            id,
+            version,
+            tenant_code,
+            item_type,
+            is_deleted,
+            attributes: data,
+        })
     }
 
     /// The sort key without its version (`P001@3` gives `P001`).
@@ -220,6 +374,14 @@ impl Item {
     }
 }
 
+/// A field of the wrong DynamoDB type.
+fn invalid(name: &str, expected: &str, found: &AttributeValue) -> ConversionError {
+    ConversionError::Invalid {
+        field: name.into(),
+        reason: format!("expected {expected}, found {found:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,11 +423,14 @@ mod tests {
     #[test]
     fn nested_attributes_round_trip() {
         let mut item = Item::example();
-        item.attributes = serde_json::json!({
-            "n": 1.5, "neg": -3, "s": "x", "b": true, "null": null,
-            "list": [1, "two", {"three": 3}], "map": {"deep": {"deeper": []}}
-        })
-        .as_object()
+        item.attributes = parse_json(
+            r#"{"n": 1.5, "neg": -3, "s": "x", "b": true, "null": null,
+                "big": 12345678901234567890123456789012345678,
+                "dec": -0.12345678901234567890123456789012345678,
+                "list": [1, "two", {"three": 3}], "map": {"deep": {"deeper": []}}}"#,
+        )
+        .unwrap()
+        .as_map()
         .unwrap()
         .clone();
         item.ttl = Some(1_900_000_000);

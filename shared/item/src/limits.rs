@@ -75,46 +75,11 @@ fn nesting(path: &str, depth: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a number as DynamoDB reads it: `[-]digits[.digits][e[+-]digits]`.
+/// Checks a number as DynamoDB reads it: `[-]digits[.digits][e[+-]digits]` within its limits.
 fn check_number(text: &str) -> Result<(), String> {
-    let bad = || format!("{text:?} is not a number DynamoDB can store");
-    let unsigned = text.strip_prefix('-').unwrap_or(text);
-    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(at) => (
-            &unsigned[..at],
-            unsigned[at + 1..].parse::<i64>().map_err(|_| bad())?,
-        ),
-        None => (unsigned, 0),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if int.is_empty() && frac.is_empty()
-        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
-    {
-        return Err(bad());
-    }
-    let digits: Vec<u8> = int.bytes().chain(frac.bytes()).collect();
-    let Some(first) = digits.iter().position(|&d| d != b'0') else {
-        return Ok(()); // zero
-    };
-    let last = digits.iter().rposition(|&d| d != b'0').unwrap_or(first);
-    if last - first + 1 > MAX_NUMBER_DIGITS {
-        return Err(format!(
-            "{text} has more than DynamoDB's {MAX_NUMBER_DIGITS} significant digits"
-        ));
-    }
-    // The power of ten of the most significant digit.
-    let magnitude = (int.len() as i64 - first as i64 - 1).saturating_add(exponent);
-    if magnitude >= 126 {
-        return Err(format!(
-            "{text} is too large for DynamoDB (at most 9.99e125)"
-        ));
-    }
-    if magnitude < -130 {
-        return Err(format!(
-            "{text} is too small for DynamoDB (at least 1e-130)"
-        ));
-    }
-    Ok(())
+    crate::Number::parse(text)
+        .map(drop)
+        .map_err(|e| format!("{text} {e}"))
 }
 
 #[cfg(test)]

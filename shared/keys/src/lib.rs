@@ -50,6 +50,10 @@
 //! assert_eq!(generate_id(&item.pk(), &command_sk), item.id());
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 pub mod composite;
 pub mod constants;

@@ -228,13 +228,12 @@ fn check_year(ts: &DateTime<Utc>) -> Result<(), KeyError> {
 }
 
 fn is_year_month(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 7 || b[4] != b'-' {
+    let &[y1, y2, y3, y4, b'-', m1, m2] = s.as_bytes() else {
+        return false;
+    };
+    if ![y1, y2, y3, y4, m1, m2].iter().all(u8::is_ascii_digit) {
         return false;
     }
-    if !b[..4].iter().chain(&b[5..]).all(u8::is_ascii_digit) {
-        return false;
-    }
-    let month = u32::from(b[5] - b'0') * 10 + u32::from(b[6] - b'0');
+    let month = u32::from(m1 - b'0') * 10 + u32::from(m2 - b'0');
     (1..=12).contains(&month)
 }

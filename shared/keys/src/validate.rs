@@ -150,7 +150,9 @@ pub(crate) fn check_path(part: &dyn Display, value: &str) -> Result<(), KeyError
     // Fast test first; the position is only worked out for the error.
     let bytes = value.as_bytes();
     let sep = KEY_SEPARATOR as u8;
-    if bytes[0] == sep || bytes[bytes.len() - 1] == sep || bytes.windows(2).any(|w| w == [sep, sep])
+    if bytes.first() == Some(&sep)
+        || bytes.last() == Some(&sep)
+        || bytes.windows(2).any(|w| w == [sep, sep])
     {
         for (i, segment) in value.split(KEY_SEPARATOR).enumerate() {
             if segment.is_empty() {

@@ -298,7 +298,7 @@ pub fn version_item(pk: &str, sk: &str, version: i64, deleted: bool) -> Item {
     item.is_deleted = deleted;
     item.code = sk.to_string();
     item.name = format!("{sk} v{version}");
-    item.attributes = json!({"v": version, "sk": sk}).as_object().unwrap().clone();
+    item.attributes = cqrs_item::map_from_json(json!({"v": version, "sk": sk})).unwrap();
     item
 }
 
