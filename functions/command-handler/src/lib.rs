@@ -2,13 +2,15 @@
 //!
 //! A request goes through these steps, each of which may refuse it before anything is written:
 //! route and method, the caller (JWT claims, or local headers with `CALLER_MODE=local`), the body
-//! ([`input`]), the tenant rules, the idempotency key; then [`publish`] writes one new version with
-//! one conditional put. The answer is `202` with `id, pk, sk, version` of the stored command, or an
-//! RFC 9457 problem document.
+//! ([`input`], after a size check: over [`MAX_BODY_BYTES`] is a 413 before parsing), the derived
+//! key limits, the tenant rules, the idempotency key; then [`publish`] writes one new version, the
+//! item's head record and the idempotency record in one conditional transaction. The answer is
+//! `202` with `id, pk, sk, version` of the stored command, or an RFC 9457 problem document.
 //!
-//! Version rules: `0` creates (409 if the item exists); `N` writes `N+1` (404 if version `N` does
+//! Version rules, read from the item's head record (so a version whose row expired is never
+//! written again): `0` creates (409 if the item exists); `N` writes `N+1` (404 if version `N` does
 //! not exist, 409 if `N+1` already does); `-1` writes after the latest, re-reading and retrying up
-//! to [`publish::LATEST_RETRIES`] times when it loses a race.
+//! to [`publish::LATEST_RETRIES`] times when it loses a race or meets a transaction conflict.
 //!
 //! `Idempotency-Key`: the first request with a key stores, in the same transaction as the version,
 //! what it wrote and a digest of the request. A retry with the same key and the same request answers

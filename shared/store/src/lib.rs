@@ -338,3 +338,60 @@ impl Store {
         &self.client
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_become_throttling_conflict_or_failure() {
+        for code in [
+            "ProvisionedThroughputExceededException",
+            "ThrottlingException",
+            "RequestLimitExceeded",
+        ] {
+            assert!(matches!(
+                classify("op", Some(code), "m".into()),
+                StoreError::Throttled(_)
+            ));
+        }
+        for code in [
+            "TransactionConflictException",
+            "TransactionInProgressException",
+        ] {
+            assert!(matches!(
+                classify("op", Some(code), "m".into()),
+                StoreError::WriteConflict(_)
+            ));
+        }
+        assert!(matches!(
+            classify("op", Some("ValidationException"), "m".into()),
+            StoreError::Dynamo(_)
+        ));
+        assert!(matches!(
+            classify("op", None, "m".into()),
+            StoreError::Dynamo(_)
+        ));
+    }
+
+    #[test]
+    fn cancellation_reasons_prefer_throttling_over_conflict() {
+        let error = |codes: &[&str]| cancelled_error("op", codes, "m".into());
+        assert!(matches!(
+            error(&["None", "TransactionConflict"]),
+            StoreError::WriteConflict(_)
+        ));
+        assert!(matches!(
+            error(&["TransactionConflict", "ThrottlingError"]),
+            StoreError::Throttled(_)
+        ));
+        assert!(matches!(
+            error(&["ProvisionedThroughputExceeded", "None"]),
+            StoreError::Throttled(_)
+        ));
+        assert!(matches!(
+            error(&["ValidationError", "None"]),
+            StoreError::Dynamo(_)
+        ));
+    }
+}
