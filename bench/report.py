@@ -7,6 +7,7 @@ advance: if a later run comes out differently, the words change with it.
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Optional
 
 NBSP_DASH = "–"
@@ -454,6 +455,9 @@ def render(r: dict) -> str:
         sections.append(_projection_section(r))
     if "sizes" in r or "memory" in r:
         sections.append(_size_section(r))
+    write_cost = Path(__file__).with_name("write-cost.md")  # kept by hand: WCU per command
+    if write_cost.exists():
+        sections.append(write_cost.read_text().strip())
     sections.append(
         "## Reproduce\n\n"
         "```sh\nmake bench          # = bash scripts/bench.sh\n```\n\n"

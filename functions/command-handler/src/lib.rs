@@ -2,19 +2,25 @@
 //!
 //! A request goes through these steps, each of which may refuse it before anything is written:
 //! route and method, the caller (JWT claims, or local headers with `CALLER_MODE=local`), the body
-//! ([`input`]), the tenant rules, the idempotency key; then [`publish`] writes one new version with
-//! one conditional put. The answer is `202` with `id, pk, sk, version` of the stored command, or an
-//! RFC 9457 problem document.
+//! ([`input`], after a size check: over [`MAX_BODY_BYTES`] is a 413 before parsing), the derived
+//! key limits, the tenant rules, the idempotency key; then [`publish`] writes one new version, the
+//! item's head record and the idempotency record in one conditional transaction. The answer is
+//! `202` with `id, pk, sk, version` of the stored command, or an RFC 9457 problem document.
 //!
-//! Version rules: `0` creates (409 if the item exists); `N` writes `N+1` (404 if version `N` does
+//! Version rules, read from the item's head record (so a version whose row expired is never
+//! written again): `0` creates (409 if the item exists); `N` writes `N+1` (404 if version `N` does
 //! not exist, 409 if `N+1` already does); `-1` writes after the latest, re-reading and retrying up
-//! to [`publish::LATEST_RETRIES`] times when it loses a race.
+//! to [`publish::LATEST_RETRIES`] times when it loses a race or meets a transaction conflict.
 //!
 //! `Idempotency-Key`: the first request with a key stores, in the same transaction as the version,
 //! what it wrote and a digest of the request. A retry with the same key and the same request answers
 //! that first result (`Idempotent-Replayed: true`); the same key with another request is a 422.
 //! Keys are scoped to the caller (tenant and user) and kept for 24 hours.
 #![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 pub mod input;
 pub mod publish;
@@ -30,10 +36,18 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::input::parse_command;
-use crate::publish::{Audit, Mode, Published, publish_command, store_error};
+use crate::publish::{Audit, Mode, Published, publish_command};
 
 /// How long an idempotency key is remembered.
 pub const IDEMPOTENCY_TTL_SECONDS: i64 = 24 * 60 * 60;
+
+/// The largest request body accepted, in bytes; a larger one is a 413 before it is parsed.
+///
+/// The largest command is an item at DynamoDB's limit ([`cqrs_item::MAX_ITEM_BYTES`], 400 KB as
+/// stored) plus its envelope: JSON spends more bytes than DynamoDB on the same data (quotes,
+/// punctuation, escapes such as `\u0001` for one stored byte, spelt-out numbers), so the body may be
+/// up to 2.5 times the stored item: 1 MiB.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The longest `Idempotency-Key` accepted.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
@@ -108,6 +122,10 @@ async fn handle_command(
     let caller = Caller::from_request(request, app.caller_mode)?;
     let body = json_body(request)?;
     let input = parse_command(body, mode == Mode::Merge)?;
+    // Keys derived from pk and sk (the item id, the head key) must fit DynamoDB's key limit too,
+    // or the version could be written but never projected nor versioned.
+    cqrs_keys::validate_derived_keys(&input.pk, &input.sk)
+        .map_err(|e| ApiError::bad_field("sk", e))?;
     caller.authorize_write(&input.pk)?;
     let idempotency_key = idempotency_key(request)?;
     let audit = Audit {
@@ -133,23 +151,13 @@ async fn handle_command(
         version: 0,
         ttl: chrono::Utc::now().timestamp() + IDEMPOTENCY_TTL_SECONDS,
     };
-    if let Some(first) = app
-        .store
-        .get_idempotency(&record.key)
-        .await
-        .map_err(store_error)?
-    {
+    if let Some(first) = app.store.get_idempotency(&record.key).await? {
         return replay(&first, &record);
     }
     match publish_command(&app.store, &input, mode, &audit, Some(&record)).await? {
         Published::Stored(item) => Ok(stored(request_id, &item)),
         // A concurrent request with the same key won: answer as a retry of it.
-        Published::KeyTaken => match app
-            .store
-            .get_idempotency(&record.key)
-            .await
-            .map_err(store_error)?
-        {
+        Published::KeyTaken => match app.store.get_idempotency(&record.key).await? {
             Some(first) => replay(&first, &record),
             None => Err(ApiError::Unavailable(
                 "a concurrent request with this Idempotency-Key did not leave its record; retry"
@@ -207,8 +215,21 @@ fn accepted(body: &Accepted, replayed: bool) -> Response<Body> {
     response
 }
 
-/// The body as JSON text: present, UTF-8, and JSON if a content type is given.
+/// The body as JSON text: at most [`MAX_BODY_BYTES`], present, UTF-8, and JSON if a content type
+/// is given.
 fn json_body(request: &Request) -> Result<&str, ApiError> {
+    let size = match request.body() {
+        Body::Text(text) => text.len(),
+        Body::Binary(bytes) => bytes.len(),
+        _ => 0,
+    };
+    if size > MAX_BODY_BYTES {
+        return Err(ApiError::BodyTooLarge(format!(
+            "the body is {size} bytes, over the {MAX_BODY_BYTES} bytes of the largest command \
+             (an item of {} bytes, DynamoDB's limit, written as JSON)",
+            cqrs_item::MAX_ITEM_BYTES
+        )));
+    }
     if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
         let content_type = content_type
             .to_str()

@@ -1,6 +1,11 @@
 //! The `command-handler` Lambda function: wiring only. The DynamoDB client and configuration are
 //! built once per cold start; every request goes to [`command_handler::handle`].
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use command_handler::App;
 use cqrs_caller::CallerMode;
 use cqrs_store::{Store, Tables};

@@ -1,5 +1,6 @@
-//! Publishing a command: choosing the version to write, building the item with its audit fields,
-//! and writing it with one conditional put (with the idempotency record, when there is one).
+//! Publishing a command: choosing the version to write from the item's head record, building the
+//! item with its audit fields, and writing it with the head (and the idempotency record, when there
+//! is one) in one transaction.
 
 use cqrs_caller::Caller;
 use cqrs_item::{Item, MAX_ITEM_BYTES, check_limits};
@@ -58,6 +59,10 @@ pub enum Published {
 }
 
 /// Writes the command as a new version; returns the stored item.
+///
+/// The version rules read the item's head record (one read; seeded from the stored versions when
+/// the item has none), never the command rows alone, so a version whose row expired or was
+/// deleted is still known and never written again.
 pub async fn publish_command(
     store: &Store,
     input: &CommandInput,
@@ -65,20 +70,23 @@ pub async fn publish_command(
     audit: &Audit,
     idempotency: Option<&IdempotencyRecord>,
 ) -> Result<Published, ApiError> {
-    let attempts = if input.version == VERSION_LATEST {
-        LATEST_RETRIES
-    } else {
-        1
-    };
-    let mut last_conflict = None;
+    let latest_wanted = input.version == VERSION_LATEST;
+    let attempts = if latest_wanted { LATEST_RETRIES } else { 1 };
+    let mut last_seen = None;
     for attempt in 0..attempts {
         if attempt > 0 {
             // Lost a race for the latest version: let the winner's write settle, with jitter so
             // that the losers do not collide again in lockstep.
             tokio::time::sleep(backoff(attempt)).await;
         }
-        let base = load_base(store, input, mode).await?;
-        let item = build_item(input, mode, base.as_ref(), audit)?;
+        let latest = store.latest_version(&input.pk, &input.sk).await?;
+        last_seen = latest;
+        let previous = previous_version(input, mode, latest)?;
+        let base = match previous {
+            Some(previous) => load_base(store, input, mode, previous).await?,
+            None => None,
+        };
+        let item = build_item(input, mode, previous, base.as_ref(), audit)?;
         let record = idempotency.map(|r| IdempotencyRecord {
             item_pk: item.pk.clone(),
             item_sk: item.sk.clone(),
@@ -86,36 +94,113 @@ pub async fn publish_command(
             version: item.version,
             ..r.clone()
         });
-        match store.put_command(&item, record.as_ref()).await {
+        match store.write_version(&item, previous, record.as_ref()).await {
             Ok(()) => return Ok(Published::Stored(Box::new(item))),
-            Err(StoreError::AlreadyExists { .. }) => last_conflict = Some(item.version),
             Err(StoreError::IdempotencyKeyTaken(_)) => return Ok(Published::KeyTaken),
-            Err(other) => return Err(store_error(other)),
+            // Another writer moved the head (or a transaction got in the way): try again on the
+            // new latest version.
+            Err(StoreError::StaleVersion { latest, .. }) if latest_wanted => last_seen = latest,
+            Err(StoreError::WriteConflict(_)) if latest_wanted => {}
+            Err(StoreError::StaleVersion { latest, .. }) => {
+                return Err(stale(input, latest));
+            }
+            Err(StoreError::AlreadyExists { .. }) => {
+                // The row of the next version exists although the head said otherwise: a writer
+                // that does not keep heads (an older deployment, mbc-cqrs-serverless) wrote it.
+                return Err(ApiError::VersionConflict {
+                    detail: format!(
+                        "version {} of {} already exists in the command table",
+                        item.version, item.id
+                    ),
+                    current_version: latest.max(Some(item.version)),
+                });
+            }
+            Err(other) => return Err(other.into()),
         }
     }
-    let written = last_conflict.unwrap_or_default();
-    let current = store
-        .latest_command_version(&input.pk, &input.sk)
-        .await
-        .ok()
-        .flatten();
-    let id = generate_id(&input.pk, &input.sk);
-    let detail = if input.version == 0 {
-        format!("{id} already exists: version 0 only creates")
-    } else if input.version == VERSION_LATEST {
-        format!(
-            "{id}: lost the race for the latest version {attempts} times, last at version {written}"
-        )
-    } else {
-        format!(
-            "version {written} of {id} already exists: the command was based on version {}",
-            input.version
-        )
-    };
     Err(ApiError::VersionConflict {
-        detail,
-        current_version: current,
+        detail: format!(
+            "{}: lost the race for the latest version {attempts} times",
+            generate_id(&input.pk, &input.sk)
+        ),
+        current_version: last_seen,
     })
+}
+
+/// The version the command builds on (`None`: it creates the item), by the version rules, given
+/// the item's latest version. Refuses what the rules refuse, without a write.
+fn previous_version(
+    input: &CommandInput,
+    mode: Mode,
+    latest: Option<i64>,
+) -> Result<Option<i64>, ApiError> {
+    let id = || generate_id(&input.pk, &input.sk);
+    match (input.version, latest) {
+        (0, None) => Ok(None),
+        (0, Some(latest)) => Err(ApiError::VersionConflict {
+            detail: format!("{} already exists: version 0 only creates", id()),
+            current_version: Some(latest),
+        }),
+        (VERSION_LATEST, None) => match mode {
+            Mode::Replace => Ok(None),
+            Mode::Merge => Err(ApiError::NotFound(format!(
+                "{} has no version to merge into",
+                id()
+            ))),
+        },
+        (VERSION_LATEST, Some(latest)) => Ok(Some(latest)),
+        (version, latest) if latest.is_none_or(|latest| version > latest) => {
+            Err(ApiError::NotFound(format!(
+                "version {version} of {} does not exist: a command names the version it builds on",
+                id()
+            )))
+        }
+        (version, latest) if latest == Some(version) => Ok(Some(version)),
+        (version, latest) => Err(stale(input, latest).with_detail(format!(
+            "version {} of {} already exists: the command was based on version {version}",
+            version.saturating_add(1),
+            id()
+        ))),
+    }
+}
+
+/// The answer to a write whose head moved: 409 with the current version, or 404 when the item
+/// has no version at all.
+fn stale(input: &CommandInput, latest: Option<i64>) -> ApiError {
+    let id = generate_id(&input.pk, &input.sk);
+    match latest {
+        Some(latest) if input.version == 0 => ApiError::VersionConflict {
+            detail: format!("{id} already exists: version 0 only creates"),
+            current_version: Some(latest),
+        },
+        Some(latest) => ApiError::VersionConflict {
+            detail: format!(
+                "{id} is at version {latest}: the command was based on version {}",
+                input.version
+            ),
+            current_version: Some(latest),
+        },
+        None => ApiError::NotFound(format!("{id} has no version")),
+    }
+}
+
+/// Replaces the detail of a version conflict, keeping the rest.
+trait WithDetail {
+    fn with_detail(self, detail: String) -> Self;
+}
+
+impl WithDetail for ApiError {
+    fn with_detail(self, detail: String) -> Self {
+        match self {
+            ApiError::VersionConflict {
+                current_version, ..
+            } => ApiError::VersionConflict {
+                detail,
+                current_version,
+            },
+            other => other,
+        }
+    }
 }
 
 /// A short, jittered pause before retry `attempt` (1-based): 5–10 ms, then 10–20 ms, ...
@@ -130,48 +215,31 @@ fn backoff(attempt: usize) -> std::time::Duration {
     std::time::Duration::from_millis(base / 2 + jitter / 2)
 }
 
-/// The stored version the command builds on: none for a create, version `N`, or the latest.
+/// The stored content of version `previous`, which the new version builds on: its command row,
+/// or the data table's item when that is at this version and the row is gone (TTL, a delete).
+/// `None` for a `POST` when neither holds it any more (the new version is written from the
+/// command alone); a `PATCH` has nothing to merge into then: 404.
 async fn load_base(
     store: &Store,
     input: &CommandInput,
     mode: Mode,
+    previous: i64,
 ) -> Result<Option<Item>, ApiError> {
-    let id = || generate_id(&input.pk, &input.sk);
-    match input.version {
-        0 => Ok(None),
-        VERSION_LATEST => {
-            let Some(latest) = store
-                .latest_command_version(&input.pk, &input.sk)
-                .await
-                .map_err(store_error)?
-            else {
-                return match mode {
-                    Mode::Replace => Ok(None),
-                    Mode::Merge => Err(ApiError::NotFound(format!(
-                        "{} has no version to merge into",
-                        id()
-                    ))),
-                };
-            };
-            // The latest version may only be missing here if it was deleted under us (TTL).
-            store
-                .get_command(&input.pk, &input.sk, latest)
-                .await
-                .map_err(store_error)?
-                .map(Some)
-                .ok_or_else(|| ApiError::NotFound(format!("version {latest} of {} vanished", id())))
-        }
-        version => store
-            .get_command(&input.pk, &input.sk, version)
-            .await
-            .map_err(store_error)?
-            .map(Some)
-            .ok_or_else(|| {
-                ApiError::NotFound(format!(
-                    "version {version} of {} does not exist: a command names the version it builds on",
-                    id()
-                ))
-            }),
+    if let Some(row) = store.get_command(&input.pk, &input.sk, previous).await? {
+        return Ok(Some(row));
+    }
+    let data = store
+        .get_data_item(&input.pk, &input.sk)
+        .await?
+        .filter(|item| item.version == previous);
+    match (data, mode) {
+        (Some(item), _) => Ok(Some(item)),
+        (None, Mode::Replace) => Ok(None),
+        (None, Mode::Merge) => Err(ApiError::NotFound(format!(
+            "version {previous} of {} is no longer stored (its command row expired or was \
+             deleted), so there is nothing to merge into: send the whole item with POST",
+            generate_id(&input.pk, &input.sk)
+        ))),
     }
 }
 
@@ -180,10 +248,19 @@ async fn load_base(
 fn build_item(
     input: &CommandInput,
     mode: Mode,
+    previous: Option<i64>,
     base: Option<&Item>,
     audit: &Audit,
 ) -> Result<Item, ApiError> {
-    let version = base.map_or(1, |b| b.version + 1);
+    let version = match previous {
+        None => 1,
+        Some(previous) => previous.checked_add(1).ok_or_else(|| {
+            ApiError::bad_field(
+                "version",
+                format!("version {previous} is the largest a version can be: none can follow it"),
+            )
+        })?,
+    };
     let sk = add_sort_key_version(&input.sk, version);
     if sk.len() > MAX_SORT_KEY_BYTES {
         return Err(ApiError::bad_field(
@@ -270,12 +347,4 @@ fn build_item(
         .map_err(|e| ApiError::bad_field("attributes", e))?;
     check_limits(&attributes).map_err(|e| ApiError::bad_field("attributes", e))?;
     Ok(item)
-}
-
-/// A store failure as the HTTP side answers it.
-pub fn store_error(error: StoreError) -> ApiError {
-    match error {
-        StoreError::Throttled(detail) => ApiError::Unavailable(detail),
-        other => ApiError::Internal(other.to_string()),
-    }
 }

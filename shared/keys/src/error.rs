@@ -83,6 +83,24 @@ pub enum KeyError {
         head: String,
     },
 
+    /// A key derived from the partition and sort key (the item id `pk#sk`, which is the hash key
+    /// of the history table's `id-version-index`, or the item's head key `HEAD#pk#sk`) is longer
+    /// than DynamoDB's [`MAX_PARTITION_KEY_BYTES`](crate::MAX_PARTITION_KEY_BYTES): the item could
+    /// be written to the command table but never projected nor versioned.
+    #[error(
+        "{key} of {bytes} bytes (derived from pk and sk) is over DynamoDB's key limit of {max} bytes (starts with {head:?})"
+    )]
+    DerivedKeyTooLong {
+        /// Which derived key, e.g. `item id pk#sk`.
+        key: String,
+        /// Its length in UTF-8 bytes.
+        bytes: usize,
+        /// The limit it broke.
+        max: usize,
+        /// The key's first 32 characters.
+        head: String,
+    },
+
     /// The text after the last `@` of a sort key is not a version number
     /// (an optional `-` and ASCII digits that fit an `i64`).
     #[error("sort key {sk:?} has the version suffix {suffix:?}, which is not an integer")]

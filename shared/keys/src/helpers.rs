@@ -34,6 +34,27 @@ pub const SEQ_PK_PREFIX: &str = "SEQ";
 /// ```
 pub const TTL_SK_PREFIX: &str = "TTL";
 
+/// Prefix of an item's head key (`HEAD#pk#sk`): the record of its latest version, kept next to
+/// the idempotency records.
+///
+/// ```
+/// assert_eq!(cqrs_keys::HEAD_KEY_PREFIX, "HEAD");
+/// ```
+pub const HEAD_KEY_PREFIX: &str = "HEAD";
+
+/// The key of an item's head record (its latest version): `HEAD#` and the item id. Keys of the
+/// idempotency records are hex digests, so the two can never meet.
+///
+/// ```
+/// use cqrs_keys::{generate_id, head_key};
+///
+/// let id = generate_id("PRODUCT#t1", "P001@3");
+/// assert_eq!(head_key(&id), "HEAD#PRODUCT#t1#P001");
+/// ```
+pub fn head_key(id: &str) -> String {
+    prefixed(HEAD_KEY_PREFIX, id)
+}
+
 /// The item id: `pk#sk` with any version removed from `sk`.
 ///
 /// ```

@@ -32,7 +32,7 @@
 //!   [`sort_key_version`] (and the strict [`parse_sort_key_version`]),
 //!   [`master_pk`], [`seq_pk`], [`ttl_sk`];
 //! * validation: [`validate_partition_key`], [`validate_sort_key`],
-//!   [`validate_component`], all failing with a [`KeyError`] that names the
+//!   [`validate_component`], [`validate_derived_keys`], all failing with a [`KeyError`] that names the
 //!   offending part;
 //! * generic keys: entity keys ([`entity_key`]), composite keys
 //!   ([`composite_key`]), multi-attribute keys ([`multi_attribute_key`]),
@@ -77,8 +77,8 @@ pub use constants::{
 pub use entity::{entity_key, parse_entity_key};
 pub use error::KeyError;
 pub use helpers::{
-    MASTER_PK_PREFIX, SEQ_PK_PREFIX, TTL_SK_PREFIX, generate_id, master_pk, seq_pk,
-    sort_key_base_from_id, split_id, tenant_code, ttl_sk,
+    HEAD_KEY_PREFIX, MASTER_PK_PREFIX, SEQ_PK_PREFIX, TTL_SK_PREFIX, generate_id, head_key,
+    master_pk, seq_pk, sort_key_base_from_id, split_id, tenant_code, ttl_sk,
 };
 pub use multi_attribute::{
     AttributeKind, KeyAttribute, multi_attribute_key, parse_multi_attribute_key,
@@ -97,7 +97,9 @@ pub use time_series::{
     parse_timestamp, time_bucket, time_series_pk, time_series_sk, truncate_to_millis, year_month,
 };
 pub use ulid_gen::{UlidGenerator, new_ulid};
-pub use validate::{validate_component, validate_partition_key, validate_sort_key};
+pub use validate::{
+    validate_component, validate_derived_keys, validate_partition_key, validate_sort_key,
+};
 pub use version::{
     add_sort_key_version, parse_sort_key_version, remove_sort_key_version, sort_key_version,
     sort_key_version_prefix,

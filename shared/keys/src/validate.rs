@@ -128,6 +128,48 @@ pub fn validate_sort_key(sk: &str) -> Result<(), KeyError> {
     Ok(())
 }
 
+/// Checks that every key derived from a valid `pk` and base `sk` fits DynamoDB's key limit of
+/// [`MAX_PARTITION_KEY_BYTES`]: the item id `pk#sk` (the hash key of the history table's
+/// `id-version-index`) and the head key `HEAD#pk#sk` (see [`head_key`](crate::head_key)). The
+/// head key is the longer one, so a pk and sk are accepted when `HEAD#pk#sk` is at most 2048
+/// bytes. Call it after [`validate_partition_key`] and [`validate_sort_key`].
+///
+/// ```
+/// use cqrs_keys::{validate_derived_keys, KeyError};
+///
+/// assert!(validate_derived_keys("PRODUCT#t1", "P001").is_ok());
+/// // A pk of 2000 bytes and an sk of 100: each valid alone, but `pk#sk` is 2101 bytes.
+/// let pk = format!("P#{}", "t".repeat(1998));
+/// let err = validate_derived_keys(&pk, &"s".repeat(100)).unwrap_err();
+/// assert!(matches!(err, KeyError::DerivedKeyTooLong { max: 2048, .. }));
+/// assert!(err.to_string().contains("2048"));
+/// // The longest accepted: `HEAD#` + pk + `#` + sk = 2048 bytes.
+/// let sk = "s".repeat(2048 - 5 - pk.len() - 1);
+/// assert!(validate_derived_keys(&pk, &sk).is_ok());
+/// assert!(validate_derived_keys(&pk, &format!("{sk}s")).is_err());
+/// ```
+pub fn validate_derived_keys(pk: &str, sk: &str) -> Result<(), KeyError> {
+    let id = crate::generate_id(pk, sk);
+    if id.len() > MAX_PARTITION_KEY_BYTES {
+        return Err(KeyError::DerivedKeyTooLong {
+            key: "item id pk#sk (hash key of the history index)".into(),
+            bytes: id.len(),
+            max: MAX_PARTITION_KEY_BYTES,
+            head: head(&id),
+        });
+    }
+    let head_key = crate::head_key(&id);
+    if head_key.len() > MAX_PARTITION_KEY_BYTES {
+        return Err(KeyError::DerivedKeyTooLong {
+            key: "head key HEAD#pk#sk (the item's latest-version record)".into(),
+            bytes: head_key.len(),
+            max: MAX_PARTITION_KEY_BYTES,
+            head: head(&head_key),
+        });
+    }
+    Ok(())
+}
+
 /// Checks one component; `part` names it in the error.
 pub(crate) fn check_component(part: &dyn Display, value: &str) -> Result<(), KeyError> {
     if value.is_empty() {

@@ -4,7 +4,9 @@
 //! Every refusal the command and query handlers give is an [`ApiError`]; HTTP status codes are chosen
 //! here and nowhere else. [`ApiError::into_response`] renders the error as
 //! `application/problem+json` with `type`, `title`, `status`, `detail` and the request id, plus the
-//! extension members that help a client act on it (`field`, `currentVersion`).
+//! extension members that help a client act on it (`field`, `currentVersion`), and a `Retry-After`
+//! header on a 503. A store failure becomes an `ApiError` through `From<StoreError>`, so every
+//! function answers a write conflict with 409 and throttling with 503.
 //!
 //! ```
 //! use cqrs_problem::ApiError;
@@ -16,9 +18,29 @@
 //! assert_eq!(problem.field.as_deref(), Some("version"));
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
-use lambda_http::{Body, Response, http::header::CONTENT_TYPE};
+use cqrs_store::StoreError;
+use lambda_http::{
+    Body, Response,
+    http::header::{CONTENT_TYPE, RETRY_AFTER},
+};
 use serde::Serialize;
+
+/// Seconds a client is asked to wait (`Retry-After`) after a 503.
+///
+/// ```
+/// let response = cqrs_problem::ApiError::Unavailable("throttled".into()).into_response("r");
+/// assert_eq!(response.status(), 503);
+/// assert_eq!(
+///     response.headers()["retry-after"],
+///     cqrs_problem::RETRY_AFTER_SECONDS.to_string().as_str()
+/// );
+/// ```
+pub const RETRY_AFTER_SECONDS: u64 = 1;
 
 /// The media type of a problem document (RFC 9457).
 ///
@@ -71,9 +93,16 @@ pub enum ApiError {
         /// The newest version stored, when it could be read.
         current_version: Option<i64>,
     },
+    /// 409: a concurrent write to the same item got in the way (a DynamoDB transaction conflict).
+    /// Nothing was written; send the same request again (with the same `Idempotency-Key`).
+    #[error("{0}")]
+    WriteConflict(String),
     /// 413: the item the request would create is over DynamoDB's 400 KB limit.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// 413: the request body is larger than any command can be; refused before it is parsed.
+    #[error("{0}")]
+    BodyTooLarge(String),
     /// 415: the body is not JSON.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -129,8 +158,8 @@ impl ApiError {
             ApiError::Forbidden(_) => 403,
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
-            ApiError::VersionConflict { .. } => 409,
-            ApiError::PayloadTooLarge(_) => 413,
+            ApiError::VersionConflict { .. } | ApiError::WriteConflict(_) => 409,
+            ApiError::PayloadTooLarge(_) | ApiError::BodyTooLarge(_) => 413,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::IdempotencyKeyReused(_) => 422,
             ApiError::Internal(_) => 500,
@@ -162,7 +191,9 @@ impl ApiError {
             ApiError::VersionConflict { .. } => {
                 ("urn:cqrs:problem:version-conflict", "Version conflict")
             }
+            ApiError::WriteConflict(_) => ("urn:cqrs:problem:write-conflict", "Write conflict"),
             ApiError::PayloadTooLarge(_) => ("urn:cqrs:problem:item-too-large", "Item too large"),
+            ApiError::BodyTooLarge(_) => ("urn:cqrs:problem:body-too-large", "Body too large"),
             ApiError::UnsupportedMediaType(_) => (
                 "urn:cqrs:problem:unsupported-media-type",
                 "Unsupported media type",
@@ -174,6 +205,18 @@ impl ApiError {
             ApiError::Unavailable(_) => ("urn:cqrs:problem:store-unavailable", "Store unavailable"),
             ApiError::Internal(_) => ("urn:cqrs:problem:internal", "Internal error"),
         }
+    }
+
+    /// How many seconds a client should wait before trying again (`Retry-After`), for the errors
+    /// that are worth retrying unchanged later (503).
+    ///
+    /// ```
+    /// use cqrs_problem::ApiError;
+    /// assert_eq!(ApiError::Unavailable("x".into()).retry_after(), Some(1));
+    /// assert_eq!(ApiError::NotFound("x".into()).retry_after(), None);
+    /// ```
+    pub fn retry_after(&self) -> Option<u64> {
+        matches!(self, ApiError::Unavailable(_)).then_some(RETRY_AFTER_SECONDS)
     }
 
     /// The problem document of this error, for the request `request_id`.
@@ -220,6 +263,7 @@ impl ApiError {
     /// assert_eq!(response.headers()["content-type"], "application/problem+json");
     /// ```
     pub fn into_response(self, request_id: &str) -> Response<Body> {
+        let retry_after = self.retry_after();
         let problem = self.problem(request_id);
         let body = serde_json::to_string(&problem).unwrap_or_else(|_| {
             // Serialising plain strings and numbers cannot fail; keep a valid document anyway.
@@ -235,7 +279,59 @@ impl ApiError {
             CONTENT_TYPE,
             lambda_http::http::HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
         );
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, lambda_http::http::HeaderValue::from(seconds));
+        }
         response
+    }
+}
+
+/// How the HTTP functions answer a store failure: a moved head or a taken key is a version
+/// conflict (409, with the current version where the store knows it), a transaction conflict a
+/// write conflict (409), throttling 503 with `Retry-After`, anything else a 500.
+///
+/// ```
+/// use cqrs_problem::ApiError;
+/// use cqrs_store::StoreError;
+///
+/// assert_eq!(ApiError::from(StoreError::WriteConflict("TransactionConflict".into())).status(), 409);
+/// assert_eq!(ApiError::from(StoreError::Throttled("slow down".into())).status(), 503);
+/// let stale = ApiError::from(StoreError::StaleVersion { id: "P#t#a".into(), latest: Some(4) });
+/// assert_eq!(stale, ApiError::VersionConflict {
+///     detail: "the latest version of P#t#a is 4".into(),
+///     current_version: Some(4),
+/// });
+/// assert_eq!(ApiError::from(StoreError::Dynamo("boom".into())).status(), 500);
+/// ```
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Throttled(detail) => ApiError::Unavailable(detail),
+            StoreError::WriteConflict(_) => ApiError::WriteConflict(
+                "a concurrent write to this item got in the way and nothing was written; \
+                 send the request again"
+                    .into(),
+            ),
+            StoreError::StaleVersion { id, latest } => ApiError::VersionConflict {
+                detail: match latest {
+                    Some(latest) => format!("the latest version of {id} is {latest}"),
+                    None => format!("{id} has no version"),
+                },
+                current_version: latest,
+            },
+            StoreError::AlreadyExists { pk, sk } => ApiError::VersionConflict {
+                detail: format!("{pk} / {sk} already exists"),
+                current_version: None,
+            },
+            StoreError::IdempotencyKeyTaken(_) => ApiError::WriteConflict(
+                "a concurrent request with this Idempotency-Key is being written; send the \
+                 request again"
+                    .into(),
+            ),
+            other => ApiError::Internal(other.to_string()),
+        }
     }
 }
 
@@ -287,7 +383,9 @@ mod tests {
                 detail: "x".into(),
                 current_version: Some(3),
             },
+            ApiError::WriteConflict("x".into()),
             ApiError::PayloadTooLarge("x".into()),
+            ApiError::BodyTooLarge("x".into()),
             ApiError::UnsupportedMediaType("x".into()),
             ApiError::IdempotencyKeyReused("x".into()),
             ApiError::Unavailable("x".into()),
@@ -309,6 +407,46 @@ mod tests {
                 assert!(json.get(member).is_some(), "{member} missing for {error:?}");
             }
             assert_eq!(json["status"], status);
+        }
+    }
+
+    #[test]
+    fn only_a_503_asks_to_retry_after() {
+        for error in all() {
+            let status = error.status();
+            let response = error.into_response("req");
+            assert_eq!(
+                response.headers().get(RETRY_AFTER).is_some(),
+                status == 503,
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn store_failures_are_never_a_500_when_retryable() {
+        let cases = [
+            (StoreError::WriteConflict("TransactionConflict".into()), 409),
+            (StoreError::Throttled("ThrottlingException".into()), 503),
+            (
+                StoreError::StaleVersion {
+                    id: "i".into(),
+                    latest: None,
+                },
+                409,
+            ),
+            (
+                StoreError::AlreadyExists {
+                    pk: "p".into(),
+                    sk: "s@1".into(),
+                },
+                409,
+            ),
+            (StoreError::IdempotencyKeyTaken("k".into()), 409),
+            (StoreError::Dynamo("x".into()), 500),
+        ];
+        for (error, status) in cases {
+            assert_eq!(ApiError::from(error).status(), status);
         }
     }
 

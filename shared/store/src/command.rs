@@ -1,5 +1,6 @@
 //! The command table: versions of items written with one conditional put each, and the
-//! idempotency records that make a retried command return its first result.
+//! idempotency records that make a retried command return its first result. The command handler
+//! writes through [`head`](crate::head), which adds the item's head record to the same transaction.
 //!
 //! A version is a row `pk` / `base@version`. Writing version `v` is a `PutItem` conditional on
 //! `attribute_not_exists(pk)` for that exact key, so two writers of the same version can never both
@@ -67,6 +68,22 @@ impl IdempotencyRecord {
     pub fn is_expired(&self, now_epoch_seconds: i64) -> bool {
         self.ttl < now_epoch_seconds
     }
+}
+
+/// The conditional `Put` of an idempotency record: its key must be free, or hold an expired record.
+pub(crate) fn idempotency_put(
+    store: &Store,
+    record: &IdempotencyRecord,
+) -> Result<Put, StoreError> {
+    let attributes = serde_dynamo::to_item(record).map_err(cqrs_item::ConversionError::from)?;
+    Put::builder()
+        .table_name(&store.tables.idempotency)
+        .set_item(Some(attributes))
+        .condition_expression("attribute_not_exists(pk) OR #ttl < :now")
+        .expression_attribute_names("#ttl", "ttl")
+        .expression_attribute_values(":now", AttributeValue::N(now_epoch_seconds().to_string()))
+        .build()
+        .map_err(|e| StoreError::Dynamo(e.to_string()))
 }
 
 fn now_epoch_seconds() -> i64 {
@@ -144,8 +161,12 @@ impl Store {
         Ok(latest)
     }
 
-    /// Writes one version into the command table: one `PutItem` conditional on the key being free.
-    /// A taken key is [`StoreError::AlreadyExists`]; nothing is overwritten.
+    /// Writes one version row into the command table: one `PutItem` conditional on the key being
+    /// free. A taken key is [`StoreError::AlreadyExists`]; nothing is overwritten.
+    ///
+    /// This does **not** move the item's head record: it writes a row as an older writer (or
+    /// mbc-cqrs-serverless) would, which tests and tools use. The command handler writes with
+    /// [`Store::write_version`], which keeps the head in the same transaction.
     ///
     /// With an idempotency record, the version and the record are written in one transaction, each
     /// conditional on its key being free (an expired record counts as free). A taken idempotency
@@ -193,22 +214,13 @@ impl Store {
                 Err(e) => Err(sdk_error("PutItem (command)", e)),
             };
         };
-        let record_attributes =
-            serde_dynamo::to_item(record).map_err(cqrs_item::ConversionError::from)?;
         let put_version = Put::builder()
             .table_name(&self.tables.command)
             .set_item(Some(attributes))
             .condition_expression("attribute_not_exists(pk)")
             .build()
             .map_err(|e| StoreError::Dynamo(e.to_string()))?;
-        let put_record = Put::builder()
-            .table_name(&self.tables.idempotency)
-            .set_item(Some(record_attributes))
-            .condition_expression("attribute_not_exists(pk) OR #ttl < :now")
-            .expression_attribute_names("#ttl", "ttl")
-            .expression_attribute_values(":now", AttributeValue::N(now_epoch_seconds().to_string()))
-            .build()
-            .map_err(|e| StoreError::Dynamo(e.to_string()))?;
+        let put_record = idempotency_put(self, record)?;
         let result = self
             .client
             .transact_write_items()
@@ -235,6 +247,16 @@ impl Store {
                     if failed(0) {
                         return Err(already_exists());
                     }
+                    let codes: Vec<&str> = cancelled
+                        .cancellation_reasons()
+                        .iter()
+                        .filter_map(|reason| reason.code())
+                        .collect();
+                    return Err(crate::cancelled_error(
+                        "TransactWriteItems (command + idempotency)",
+                        &codes,
+                        aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string(),
+                    ));
                 }
                 Err(sdk_error("TransactWriteItems (command + idempotency)", e))
             }

@@ -5,11 +5,14 @@
 //!
 //! - [`command`]: versions in the command table, written with one conditional put each, and
 //!   idempotency records.
+//! - [`head`]: the head record of each item (its latest version), written in one transaction
+//!   with the version row and the idempotency record, so no version number is written twice.
 //! - [`projection`]: data-sync's writes into the data and history tables.
 //! - [`query`]: the reads of the query handler.
 //!
 //! Storage failures are translated once, here, into [`StoreError`]: a failed
-//! `attribute_not_exists` becomes [`StoreError::AlreadyExists`], throttling
+//! `attribute_not_exists` becomes [`StoreError::AlreadyExists`], a moved head
+//! [`StoreError::StaleVersion`], a transaction conflict [`StoreError::WriteConflict`], throttling
 //! [`StoreError::Throttled`]; no caller ever matches on SDK types.
 //!
 //! ```
@@ -26,8 +29,13 @@
 //! assert_eq!(tables.command, "cqrs-command");
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 pub mod command;
+pub mod head;
 pub mod projection;
 pub mod query;
 
@@ -138,6 +146,22 @@ pub enum StoreError {
         /// The sort key written.
         sk: String,
     },
+    /// The item's head record is not at the version the write was based on: another version was
+    /// written first, or the item already exists (`version: 0`). `latest` is the head's version,
+    /// read from the failed condition (`None`: the item has no head, so no version). The HTTP
+    /// side answers 409 (404 when the version named does not exist).
+    #[error("the latest version of {id} is {latest:?}, not the one the write was based on")]
+    StaleVersion {
+        /// The item id.
+        id: String,
+        /// The head's version when the write was refused.
+        latest: Option<i64>,
+    },
+    /// A concurrent write touched the same item at the same moment (`TransactionConflict`,
+    /// `TransactionInProgressException`, `ReplicatedWriteConflictException`). Nothing was
+    /// written; the same request may succeed when tried again. The HTTP side answers 409.
+    #[error("write conflict: {0}")]
+    WriteConflict(String),
     /// The idempotency key was taken by a concurrent request between our read and our write. Read
     /// the record again and answer from it.
     #[error("idempotency key {0:?} was taken by a concurrent request")]
@@ -167,23 +191,56 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether trying the same operation again later may succeed (throttling, transport).
+    /// Whether trying the same operation again later may succeed (throttling, write conflicts,
+    /// transport).
     ///
     /// ```
     /// assert!(cqrs_store::StoreError::Throttled("x".into()).is_transient());
+    /// assert!(cqrs_store::StoreError::WriteConflict("x".into()).is_transient());
     /// assert!(!cqrs_store::StoreError::IdempotencyKeyTaken("k".into()).is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Throttled(_) | StoreError::Dynamo(_))
+        matches!(
+            self,
+            StoreError::Throttled(_) | StoreError::WriteConflict(_) | StoreError::Dynamo(_)
+        )
     }
 }
 
-const THROTTLING_CODES: [&str; 4] = [
+/// Error codes of DynamoDB (and cancellation-reason codes of a transaction) that mean throttling.
+const THROTTLING_CODES: [&str; 5] = [
     "ProvisionedThroughputExceededException",
+    "ProvisionedThroughputExceeded",
     "RequestLimitExceeded",
     "ThrottlingException",
-    "TransactionInProgressException",
+    "ThrottlingError",
 ];
+
+/// Error codes (and cancellation-reason codes) that mean a concurrent write got in the way.
+const CONFLICT_CODES: [&str; 4] = [
+    "TransactionConflictException",
+    "TransactionConflict",
+    "TransactionInProgressException",
+    "ReplicatedWriteConflictException",
+];
+
+/// What one DynamoDB error code means for a caller.
+fn classify(operation: &str, code: Option<&str>, message: String) -> StoreError {
+    let message = format!("{operation}: {message}");
+    match code {
+        Some(code) if THROTTLING_CODES.contains(&code) => StoreError::Throttled(message),
+        Some(code) if CONFLICT_CODES.contains(&code) => StoreError::WriteConflict(message),
+        _ => StoreError::Dynamo(message),
+    }
+}
+
+/// Translates a cancelled transaction whose reasons hold no failed condition the caller handles:
+/// throttling first (retry later), then a conflict, else a plain failure.
+pub(crate) fn cancelled_error(operation: &str, codes: &[&str], message: String) -> StoreError {
+    let throttled = codes.iter().find(|c| THROTTLING_CODES.contains(c));
+    let conflict = codes.iter().find(|c| CONFLICT_CODES.contains(c));
+    classify(operation, throttled.or(conflict).copied(), message)
+}
 
 /// Translates an SDK failure that is neither a condition failure nor a cancelled transaction.
 pub(crate) fn sdk_error<E, R>(operation: &str, error: SdkError<E, R>) -> StoreError
@@ -192,14 +249,8 @@ where
     R: std::fmt::Debug + Send + Sync + 'static,
 {
     let code = error.code().map(str::to_string);
-    let message = format!(
-        "{operation}: {}",
-        aws_sdk_dynamodb::error::DisplayErrorContext(&error)
-    );
-    match code.as_deref() {
-        Some(code) if THROTTLING_CODES.contains(&code) => StoreError::Throttled(message),
-        _ => StoreError::Dynamo(message),
-    }
+    let message = aws_sdk_dynamodb::error::DisplayErrorContext(&error).to_string();
+    classify(operation, code.as_deref(), message)
 }
 
 /// The DynamoDB store of the three functions: one client, the table names, and the operations in
@@ -285,5 +336,62 @@ impl Store {
     /// ```
     pub fn client(&self) -> &Client {
         &self.client
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_become_throttling_conflict_or_failure() {
+        for code in [
+            "ProvisionedThroughputExceededException",
+            "ThrottlingException",
+            "RequestLimitExceeded",
+        ] {
+            assert!(matches!(
+                classify("op", Some(code), "m".into()),
+                StoreError::Throttled(_)
+            ));
+        }
+        for code in [
+            "TransactionConflictException",
+            "TransactionInProgressException",
+        ] {
+            assert!(matches!(
+                classify("op", Some(code), "m".into()),
+                StoreError::WriteConflict(_)
+            ));
+        }
+        assert!(matches!(
+            classify("op", Some("ValidationException"), "m".into()),
+            StoreError::Dynamo(_)
+        ));
+        assert!(matches!(
+            classify("op", None, "m".into()),
+            StoreError::Dynamo(_)
+        ));
+    }
+
+    #[test]
+    fn cancellation_reasons_prefer_throttling_over_conflict() {
+        let error = |codes: &[&str]| cancelled_error("op", codes, "m".into());
+        assert!(matches!(
+            error(&["None", "TransactionConflict"]),
+            StoreError::WriteConflict(_)
+        ));
+        assert!(matches!(
+            error(&["TransactionConflict", "ThrottlingError"]),
+            StoreError::Throttled(_)
+        ));
+        assert!(matches!(
+            error(&["ProvisionedThroughputExceeded", "None"]),
+            StoreError::Throttled(_)
+        ));
+        assert!(matches!(
+            error(&["ValidationError", "None"]),
+            StoreError::Dynamo(_)
+        ));
     }
 }
