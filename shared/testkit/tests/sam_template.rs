@@ -884,7 +884,8 @@ fn the_tables_still_parse_for_dynamodb_local() {
             "CommandTable",
             "DataTable",
             "HistoryTable",
-            "IdempotencyTable"
+            "IdempotencyTable",
+            "ParkedTable"
         ]
     );
 }

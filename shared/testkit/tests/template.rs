@@ -29,11 +29,17 @@ fn specs() -> Vec<TableSpec> {
 }
 
 #[test]
-fn exactly_four_tables_in_order() {
+fn exactly_five_tables_in_order() {
     let ids: Vec<_> = specs().into_iter().map(|s| s.logical_id).collect();
     assert_eq!(
         ids,
-        [COMMAND_TABLE, DATA_TABLE, HISTORY_TABLE, IDEMPOTENCY_TABLE]
+        [
+            COMMAND_TABLE,
+            DATA_TABLE,
+            HISTORY_TABLE,
+            IDEMPOTENCY_TABLE,
+            cqrs_testkit::fixtures::PARKED_TABLE
+        ]
     );
 }
 
