@@ -82,14 +82,17 @@ pub fn emf_line(counts: &BatchCounts, function: &str, timestamp_ms: i64) -> Opti
 }
 
 /// Writes the EMF line of `counts` to standard output (see the [module docs](self)), named after
-/// `AWS_LAMBDA_FUNCTION_NAME` (`data-sync` where unset).
+/// `AWS_LAMBDA_FUNCTION_NAME`. Outside Lambda (the variable unset, e.g. in tests that call the
+/// handler in process) there is no CloudWatch to read it and nothing is written; the batch summary
+/// log line carries the same counts everywhere.
 ///
 /// ```
 /// data_sync::metrics::emit(&data_sync::BatchCounts::default()); // nothing to report: no line
 /// ```
 pub fn emit(counts: &BatchCounts) {
-    let function =
-        std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "data-sync".to_string());
+    let Ok(function) = std::env::var("AWS_LAMBDA_FUNCTION_NAME") else {
+        return;
+    };
     if let Some(line) = emf_line(counts, &function, chrono::Utc::now().timestamp_millis()) {
         println!("{line}");
     }
