@@ -159,6 +159,7 @@ The local stack is up.
         $STACK_PREFIX-parked (records data-sync can never project, with their reason)
     logs                                         $state/functions.log, $state/stream-mapper.log
     records that failed every retry              $state/stream-failures.jsonl
+    records data-sync parked (never projectable) target/debug/local-stack parked $STACK_PREFIX-parked <tenant> [<item id>]
 
 Try:
     curl -sS -X POST $api/commands -H 'content-type: application/json' \\
