@@ -123,6 +123,7 @@ COMMAND_TABLE=$STACK_PREFIX-command
 DATA_TABLE=$STACK_PREFIX-data
 HISTORY_TABLE=$STACK_PREFIX-history
 IDEMPOTENCY_TABLE=$STACK_PREFIX-idempotency
+PARKED_TABLE=$STACK_PREFIX-parked
 CALLER_MODE=local
 RUST_LOG=${RUST_LOG:-info}
 EOF
@@ -154,9 +155,11 @@ The local stack is up.
         GET        $api/items/{pk}[/{sk}[/versions[/{v}]]]   (keys percent-encoded: # is %23)
         callers: CALLER_MODE=local, so send x-tenant-code, x-user-id and x-roles headers
     DynamoDB Local                               $AWS_ENDPOINT_URL_DYNAMODB
-        tables $STACK_PREFIX-command (stream), $STACK_PREFIX-data, $STACK_PREFIX-history, $STACK_PREFIX-idempotency
+        tables $STACK_PREFIX-command (stream), $STACK_PREFIX-data, $STACK_PREFIX-history, $STACK_PREFIX-idempotency,
+        $STACK_PREFIX-parked (records data-sync can never project, with their reason)
     logs                                         $state/functions.log, $state/stream-mapper.log
     records that failed every retry              $state/stream-failures.jsonl
+    records data-sync parked (never projectable) target/debug/local-stack parked $STACK_PREFIX-parked <tenant> [<item id>]
 
 Try:
     curl -sS -X POST $api/commands -H 'content-type: application/json' \\

@@ -36,7 +36,8 @@ fn store(tables: &TestTables) -> Store {
             &tables.data,
             &tables.history,
             &tables.idempotency,
-        ),
+        )
+        .with_parked(&tables.parked),
     )
 }
 

@@ -157,7 +157,12 @@ impl SyncTarget for ChangeLog {
                 PutIfAbsent::Present(stored) if stored.attributes == entry.attributes => Ok(()),
                 PutIfAbsent::Present(stored) => Err(format!(
                     "change log entry {} / {} already logs {}",
-                    entry.pk, entry.sk, stored.attributes["sk"]
+                    entry.pk,
+                    entry.sk,
+                    stored
+                        .attributes
+                        .get("sk")
+                        .map_or_else(|| "an entry without sk".to_string(), ToString::to_string)
                 )
                 .into()),
             }

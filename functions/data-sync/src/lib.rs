@@ -5,25 +5,34 @@
 //! [`DataSync::handle`] turns a batch into writes and answers which records failed:
 //!
 //! - **`INSERT`** records are projected ([`record::action`]): the version goes into the history
-//!   table under `sk@version` (write-once, a replay is success) and, unless the data table already
-//!   holds this version or a newer one, into the data table under the version-free `sk` with
-//!   `cpk`/`csk` naming the command row (newest version wins, whatever the arrival order). Then
-//!   every [`SyncTarget`] runs.
+//!   table under `sk@version` (write-once, a replay is success) and, **after** that write
+//!   succeeded, unless the data table already holds this version or a newer one, into the data
+//!   table under the version-free `sk` with `cpk`/`csk` naming the command row (newest version
+//!   wins, whatever the arrival order). History goes first so that a version history refuses
+//!   never reaches the data table. Then every [`SyncTarget`] runs.
 //! - **`MODIFY`** and **`REMOVE`** records (a TTL expiry of a command row, say) are acknowledged
 //!   and ignored, with a log line.
 //! - **Ordering**: records of one item (same `pk` and version-free `sk`) are applied one after the
 //!   other, in stream order; different items go concurrently, at most [`DEFAULT_CONCURRENCY`] at
 //!   a time ([`DataSync::with_concurrency`]), so a batch of hundreds of records costs a few round
 //!   trips of wall time.
-//! - **Failures**: a record that cannot be projected (a malformed image, a write still failing
-//!   after the store's bounded retries, a failing target) is reported in `batchItemFailures` with
-//!   its sequence number, for an event source mapping with `ReportBatchItemFailures`. Its item
-//!   stops there: the item's later records in the batch are not applied, so nothing of one item
-//!   is applied past a failure. The response lists the first failed record of every item that
-//!   failed, in stream order; Lambda resumes the shard from the lowest of them and delivers every
-//!   later record again, which the idempotent writes absorb. A record without a sequence number
-//!   is reported with an empty identifier, which fails the whole batch. Nothing is dropped
-//!   silently.
+//! - **Permanent failures are parked**: a record that can never be projected (a malformed image,
+//!   an unknown event name, an item over DynamoDB's limits ([`record::check_limits`]), a version
+//!   whose history row already holds other content, a stored row that is not an item) is written
+//!   to the parked table with its reason ([`cqrs_store::parked`]), logged at error level, counted
+//!   ([`metrics`]) and acknowledged, so the shard goes on. The item's later records in the batch
+//!   are still projected: history is per version and the data table keeps the newest version
+//!   whatever the order, so skipping one version corrupts nothing, and a redrive of the parked
+//!   record later lands exactly as a late delivery would.
+//! - **Transient failures are retried**: a write still failing after the store's bounded retries
+//!   (throttling, transport), a failing target, or a park write that fails is reported in
+//!   `batchItemFailures` with its sequence number, for an event source mapping with
+//!   `ReportBatchItemFailures`. Its item stops there: the item's later records in the batch are
+//!   not applied. The response lists the first failed record of every item that failed, in
+//!   stream order; Lambda resumes the shard from the lowest of them and delivers every later
+//!   record again, which the idempotent writes absorb. A record without a sequence number is
+//!   reported with an empty identifier, which fails the whole batch. Nothing is dropped silently:
+//!   a record is projected, ignored (not an `INSERT`), parked, or reported.
 //!
 //! The writes go through the [`ProjectionWriter`] trait ([`cqrs_store::Store`] in production), so
 //! tests inject faults without touching the handler.
@@ -33,12 +42,13 @@
 //! # async fn main() {
 //! use aws_lambda_events::event::dynamodb::Event;
 //! # use cqrs_item::Item;
-//! # use cqrs_store::{StoreError, projection::{DataWrite, HistoryWrite}};
+//! # use cqrs_store::{StoreError, parked::{ParkWrite, ParkedRecord}, projection::{DataWrite, HistoryWrite}};
 //! # use futures::future::{BoxFuture, FutureExt};
 //! # struct Memory;
 //! # impl data_sync::ProjectionWriter for Memory {
 //! #     fn put_data_if_newer<'a>(&'a self, _: &'a Item) -> BoxFuture<'a, Result<DataWrite, StoreError>> { async { Ok(DataWrite::Written) }.boxed() }
 //! #     fn put_history<'a>(&'a self, _: &'a Item) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> { async { Ok(HistoryWrite::Written) }.boxed() }
+//! #     fn park<'a>(&'a self, _: &'a ParkedRecord) -> BoxFuture<'a, Result<ParkWrite, StoreError>> { async { Ok(ParkWrite::Parked) }.boxed() }
 //! # }
 //! let sync = data_sync::DataSync::new(Memory);
 //! let event: Event = serde_json::from_str(
@@ -48,14 +58,20 @@
 //!                    "SequenceNumber":"100","SizeBytes":1}}]}"#,
 //! )
 //! .unwrap();
-//! // The image lacks most of the item shape: the record is reported, not dropped.
-//! let response = sync.handle(event).await;
-//! assert_eq!(response.batch_item_failures[0].item_identifier.as_deref(), Some("100"));
+//! // The image lacks most of the item shape: the record is parked and acknowledged, not retried.
+//! let (response, counts) = sync.handle_counted(event).await;
+//! assert!(response.batch_item_failures.is_empty());
+//! assert_eq!(counts.parked, 1);
 //! # }
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 pub mod change_log;
+pub mod metrics;
 pub mod record;
 pub mod target;
 pub mod writer;
@@ -67,10 +83,12 @@ use std::sync::Arc;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use cqrs_store::StoreError;
+use cqrs_store::parked::{ParkWrite, ParkedRecord};
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use tracing::Instrument;
 
+pub use metrics::BatchCounts;
 pub use target::{Change, SyncTarget, TargetError};
 pub use writer::ProjectionWriter;
 
@@ -114,15 +132,36 @@ impl fmt::Debug for DataSync {
 /// Why a record was not projected.
 #[derive(Debug)]
 enum Failure {
+    /// The record is not a well-formed version (permanent).
     Malformed(String),
+    /// The version cannot be stored in the data or history table (permanent).
+    OverLimit(String),
+    /// A projection write failed: permanent for a history conflict or a stored row that is not an
+    /// item, transient otherwise.
     Store(StoreError),
+    /// A sync target failed (retried: a target's error says nothing about the record).
     Target { name: String, error: TargetError },
+}
+
+impl Failure {
+    /// The kind of a permanent failure (the record is parked), `None` for a transient one (the
+    /// record is retried). Unknown store errors count as transient: retrying is the safe side.
+    fn permanent_kind(&self) -> Option<&'static str> {
+        match self {
+            Failure::Malformed(_) => Some("malformed"),
+            Failure::OverLimit(_) => Some("over-limit"),
+            Failure::Store(StoreError::HistoryConflict { .. }) => Some("history-conflict"),
+            Failure::Store(StoreError::Conversion(_)) => Some("unconvertible"),
+            Failure::Store(_) | Failure::Target { .. } => None,
+        }
+    }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Malformed(reason) => write!(f, "malformed record: {reason}"),
+            Failure::OverLimit(reason) => write!(f, "over DynamoDB's limits: {reason}"),
             Failure::Store(error) => write!(f, "projection write failed: {error}"),
             Failure::Target { name, error } => write!(f, "sync target {name} failed: {error}"),
         }
@@ -147,6 +186,7 @@ struct Failed {
 #[derive(Default)]
 struct Outcome {
     projected: usize,
+    parked: usize,
     held_back: usize,
     failed: Option<Failed>,
 }
@@ -194,9 +234,23 @@ impl DataSync {
     }
 
     /// Projects one batch and answers the records to deliver again (see the
-    /// [crate docs](crate)); an empty `batchItemFailures` when every record succeeded.
-    #[tracing::instrument(skip_all, fields(records = event.records.len()))]
+    /// [crate docs](crate)); an empty `batchItemFailures` when every record succeeded or was
+    /// parked.
     pub async fn handle(&self, event: Event) -> DynamoDbEventResponse {
+        self.handle_counted(event).await.0
+    }
+
+    /// [`DataSync::handle`], also answering what became of the batch's records. Logs the batch
+    /// summary and, when records were parked or reported, the [`metrics`] line.
+    ///
+    /// ```no_run
+    /// # async fn run(sync: data_sync::DataSync, event: aws_lambda_events::event::dynamodb::Event) {
+    /// let (response, counts) = sync.handle_counted(event).await;
+    /// assert_eq!(counts.retried, response.batch_item_failures.len());
+    /// # }
+    /// ```
+    #[tracing::instrument(skip_all, fields(records = event.records.len()))]
+    pub async fn handle_counted(&self, event: Event) -> (DynamoDbEventResponse, BatchCounts) {
         let total = event.records.len();
         let mut groups: Vec<Vec<Entry>> = Vec::new();
         let mut index: HashMap<ItemKey, usize> = HashMap::new();
@@ -208,16 +262,16 @@ impl DataSync {
                 record,
             };
             // Records without a key each make an item of their own.
-            match record::item_key(&entry.record) {
-                Some(key) => {
-                    let next = groups.len();
-                    let group = *index.entry(key).or_insert(next);
-                    if group == next {
-                        groups.push(Vec::new());
+            let key = record::item_key(&entry.record);
+            let group = key.as_ref().and_then(|key| index.get(key).copied());
+            match group.and_then(|group| groups.get_mut(group)) {
+                Some(entries) => entries.push(entry),
+                None => {
+                    if let Some(key) = key {
+                        index.insert(key, groups.len());
                     }
-                    groups[group].push(entry);
+                    groups.push(vec![entry]);
                 }
-                None => groups.push(vec![entry]),
             }
         }
 
@@ -228,25 +282,37 @@ impl DataSync {
             .await;
 
         let mut failed: Vec<Failed> = Vec::new();
-        let (mut projected, mut held_back) = (0, 0);
+        let mut counts = BatchCounts {
+            records: total,
+            ..BatchCounts::default()
+        };
+        let mut held_back = 0;
         for outcome in outcomes {
-            projected += outcome.projected;
+            counts.projected += outcome.projected;
+            counts.parked += outcome.parked;
             held_back += outcome.held_back;
             failed.extend(outcome.failed);
         }
         failed.sort_by_key(|f| f.position);
-        if failed.is_empty() {
-            tracing::info!(total, projected, "batch projected");
-        } else {
-            tracing::warn!(
+        counts.retried = failed.len();
+        match failed.first() {
+            None => tracing::info!(
                 total,
-                projected,
+                projected = counts.projected,
+                parked = counts.parked,
+                "batch projected"
+            ),
+            Some(first) => tracing::warn!(
+                total,
+                projected = counts.projected,
+                parked = counts.parked,
                 failed = failed.len(),
                 held_back,
-                resume_from = %failed[0].sequence_number,
+                resume_from = %first.sequence_number,
                 "batch partly projected; failed records reported for redelivery"
-            );
+            ),
         }
+        metrics::emit(&counts);
         let mut response = DynamoDbEventResponse::default();
         response.batch_item_failures = failed
             .into_iter()
@@ -256,10 +322,11 @@ impl DataSync {
                 failure
             })
             .collect();
-        response
+        (response, counts)
     }
 
-    /// Applies one item's records in order, stopping at the first failure.
+    /// Applies one item's records in order: a permanent failure parks its record and goes on, a
+    /// transient one (or a park that fails) stops the item there.
     async fn project_item(&self, entries: Vec<Entry>) -> Outcome {
         let mut outcome = Outcome::default();
         let count = entries.len();
@@ -271,26 +338,66 @@ impl DataSync {
                 event_name = %entry.record.event_name,
             );
             let result = self.project_record(&entry).instrument(span.clone()).await;
-            match result {
-                Ok(projected) => outcome.projected += usize::from(projected),
-                Err(failure) => {
-                    let held_back = count - done - 1;
-                    span.in_scope(|| match &failure {
-                        Failure::Malformed(_) => {
-                            tracing::error!(%failure, held_back, "record not projected")
-                        }
-                        _ => tracing::warn!(%failure, held_back, "record not projected"),
-                    });
-                    outcome.held_back = held_back;
-                    outcome.failed = Some(Failed {
-                        position: entry.position,
-                        sequence_number: entry.sequence_number,
-                    });
-                    break;
+            let failure = match result {
+                Ok(projected) => {
+                    outcome.projected += usize::from(projected);
+                    continue;
+                }
+                Err(failure) => failure,
+            };
+            if let Some(kind) = failure.permanent_kind() {
+                let parked = self
+                    .park(&entry, kind, &failure)
+                    .instrument(span.clone())
+                    .await;
+                match parked {
+                    Ok(write) => {
+                        span.in_scope(|| {
+                            tracing::error!(
+                                %failure,
+                                reason_kind = kind,
+                                ?write,
+                                "record can never be projected: parked and acknowledged"
+                            )
+                        });
+                        outcome.parked += 1;
+                        continue;
+                    }
+                    Err(error) => span.in_scope(|| {
+                        tracing::error!(
+                            %failure,
+                            %error,
+                            "record can never be projected and parking it failed: reported for redelivery"
+                        )
+                    }),
                 }
             }
+            let held_back = count.saturating_sub(done).saturating_sub(1);
+            span.in_scope(|| tracing::warn!(%failure, held_back, "record not projected"));
+            outcome.held_back = held_back;
+            outcome.failed = Some(Failed {
+                position: entry.position,
+                sequence_number: entry.sequence_number,
+            });
+            break;
         }
         outcome
+    }
+
+    /// Writes `entry` to the parked table with the reason `failure` of kind `kind`.
+    async fn park(
+        &self,
+        entry: &Entry,
+        kind: &str,
+        failure: &Failure,
+    ) -> Result<ParkWrite, StoreError> {
+        let parked: ParkedRecord = record::parked(
+            &entry.record,
+            kind,
+            &failure.to_string(),
+            chrono::Utc::now(),
+        );
+        self.writer.park(&parked).await
     }
 
     /// Projects one record; `Ok(true)` when a version was projected, `Ok(false)` when ignored.
@@ -303,11 +410,19 @@ impl DataSync {
             }
             Action::Malformed(reason) => return Err(Failure::Malformed(reason)),
         };
-        let (history, data) = futures::try_join!(
-            self.writer.put_history(&item),
-            self.writer.put_data_if_newer(&item),
-        )
-        .map_err(Failure::Store)?;
+        record::check_limits(&item).map_err(Failure::OverLimit)?;
+        // History first: a version history refuses (other content under the same version) must
+        // never reach the data table.
+        let history = self
+            .writer
+            .put_history(&item)
+            .await
+            .map_err(Failure::Store)?;
+        let data = self
+            .writer
+            .put_data_if_newer(&item)
+            .await
+            .map_err(Failure::Store)?;
         tracing::debug!(pk = %item.pk, sk = %item.sk, ?history, ?data, "projected");
         let change = Change {
             item,

@@ -2,8 +2,13 @@
 //! sync targets are built once per cold start; every batch goes to [`data_sync::handle_event`].
 //!
 //! Configuration: `COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`, `IDEMPOTENCY_TABLE` (required,
-//! like every function of the project), `CHANGE_LOG_TABLE` (optional: enables the change-log
-//! target), `RUST_LOG` / `AWS_LAMBDA_LOG_LEVEL` / `AWS_LAMBDA_LOG_FORMAT`.
+//! like every function of the project), `PARKED_TABLE` (required here: where records that can
+//! never be projected are parked), `CHANGE_LOG_TABLE` (optional: enables the change-log target),
+//! `RUST_LOG` / `AWS_LAMBDA_LOG_LEVEL` / `AWS_LAMBDA_LOG_FORMAT`.
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 use aws_lambda_events::event::dynamodb::Event;
 use cqrs_store::{Store, Tables};
@@ -13,7 +18,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let tables = Tables::from_env()?;
+    let tables = Tables::from_env()?.require_parked()?;
     let config = aws_config::load_from_env().await;
     let store = Store::new(aws_sdk_dynamodb::Client::new(&config), tables);
     let mut sync = DataSync::new(store.clone());

@@ -1,22 +1,25 @@
-//! The projection writes data-sync needs, behind a trait: the handler takes a
-//! `dyn ProjectionWriter`, production passes [`cqrs_store::Store`], tests wrap it (e.g. with a fault
-//! injector) without touching the handler.
+//! The writes data-sync needs, behind a trait: the handler takes a `dyn ProjectionWriter`,
+//! production passes [`cqrs_store::Store`], tests wrap it (e.g. with a fault injector) without
+//! touching the handler.
 
 use cqrs_item::Item;
 use cqrs_store::{
     Store, StoreError,
+    parked::{ParkWrite, ParkedRecord},
     projection::{DataWrite, HistoryWrite},
 };
 use futures::future::BoxFuture;
 
-/// The two writes of every projected version. Both must be idempotent and order-insensitive: a
-/// stream delivers records at least once, and a retried batch replays records already applied.
+/// The two writes of every projected version, and the write that parks a record that can never
+/// be projected. All must be idempotent and order-insensitive: a stream delivers records at least
+/// once, and a retried batch replays records already applied.
 ///
-/// [`Store`] implements it with [`Store::put_data_if_newer`] and [`Store::put_history`].
+/// [`Store`] implements it with [`Store::put_data_if_newer`], [`Store::put_history`] and
+/// [`Store::park`].
 ///
 /// ```
 /// use cqrs_item::Item;
-/// use cqrs_store::{StoreError, projection::{DataWrite, HistoryWrite}};
+/// use cqrs_store::{StoreError, parked::{ParkWrite, ParkedRecord}, projection::{DataWrite, HistoryWrite}};
 /// use data_sync::ProjectionWriter;
 /// use futures::future::{BoxFuture, FutureExt};
 ///
@@ -29,6 +32,9 @@ use futures::future::BoxFuture;
 ///     }
 ///     fn put_history<'a>(&'a self, _: &'a Item) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> {
 ///         async { Ok(HistoryWrite::Written) }.boxed()
+///     }
+///     fn park<'a>(&'a self, _: &'a ParkedRecord) -> BoxFuture<'a, Result<ParkWrite, StoreError>> {
+///         async { Ok(ParkWrite::Parked) }.boxed()
 ///     }
 /// }
 /// let sync = data_sync::DataSync::new(DryRun);
@@ -44,6 +50,11 @@ pub trait ProjectionWriter: Send + Sync {
     /// Writes the command item `item` into the history table, once.
     fn put_history<'a>(&'a self, item: &'a Item)
     -> BoxFuture<'a, Result<HistoryWrite, StoreError>>;
+
+    /// Writes `record` into the parked table, once. An error means the record is not parked: it
+    /// is reported for redelivery, never acknowledged.
+    fn park<'a>(&'a self, record: &'a ParkedRecord)
+    -> BoxFuture<'a, Result<ParkWrite, StoreError>>;
 }
 
 impl ProjectionWriter for Store {
@@ -59,6 +70,13 @@ impl ProjectionWriter for Store {
         item: &'a Item,
     ) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> {
         Box::pin(Store::put_history(self, item))
+    }
+
+    fn park<'a>(
+        &'a self,
+        record: &'a ParkedRecord,
+    ) -> BoxFuture<'a, Result<ParkWrite, StoreError>> {
+        Box::pin(Store::park(self, record))
     }
 }
 
@@ -76,5 +94,12 @@ impl<W: ProjectionWriter + ?Sized> ProjectionWriter for std::sync::Arc<W> {
         item: &'a Item,
     ) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> {
         (**self).put_history(item)
+    }
+
+    fn park<'a>(
+        &'a self,
+        record: &'a ParkedRecord,
+    ) -> BoxFuture<'a, Result<ParkWrite, StoreError>> {
+        (**self).park(record)
     }
 }

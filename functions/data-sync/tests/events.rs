@@ -9,15 +9,16 @@ use cqrs_item::Item;
 use data_sync::DataSync;
 use serde_json::Value;
 
-use common::{reported, scan, store};
+use common::{parked, reported, scan, store};
 
 const EVENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/data-sync");
 
-/// An expected outcome: the indexes (in the file) of the records reported as failed, the data
-/// table's items as (command sk, isDeleted), and how many history rows.
+/// An expected outcome: the indexes (in the file) of the records reported as failed and of those
+/// parked, the data table's items as (command sk, isDeleted), and how many history rows.
 struct Expected {
     file: &'static str,
     failed: &'static [usize],
+    parked: &'static [usize],
     data: &'static [(&'static str, bool)],
     history: usize,
 }
@@ -27,6 +28,7 @@ const EXPECTED: &[Expected] = &[
     Expected {
         file: "01-insert.json",
         failed: &[],
+        parked: &[],
         data: &[("01HX7MBJK3V9WQBZ7XNDK5ZT2M@1", false)],
         history: 1,
     },
@@ -34,6 +36,7 @@ const EXPECTED: &[Expected] = &[
     Expected {
         file: "02-versions.json",
         failed: &[],
+        parked: &[],
         data: &[("01HX7MBJK3V9WQBZ7XNDK5ZT2M@4", true)],
         history: 4,
     },
@@ -41,6 +44,7 @@ const EXPECTED: &[Expected] = &[
     Expected {
         file: "03-out-of-order.json",
         failed: &[],
+        parked: &[],
         data: &[("ORDER#01HX7N0Q2ZC8W6Y3K9D4T5R1AB@2", false)],
         history: 2,
     },
@@ -48,13 +52,16 @@ const EXPECTED: &[Expected] = &[
     Expected {
         file: "04-ttl-remove.json",
         failed: &[],
+        parked: &[],
         data: &[],
         history: 0,
     },
-    // A version written as a string: reported; the other item of the batch is still projected.
+    // A version written as a string: parked with its reason and acknowledged (never retried); the
+    // other item of the batch is still projected.
     Expected {
         file: "05-malformed.json",
-        failed: &[0],
+        failed: &[],
+        parked: &[0],
         data: &[("01HX7R1AAA2B3C4D5E6F7G8H9J@1", false)],
         history: 1,
     },
@@ -89,6 +96,18 @@ async fn every_sample_event_gets_its_outcome() {
             .map(|&i| event.records[i].change.sequence_number.clone().unwrap())
             .collect();
         assert_eq!(reported(&response), failed, "{file}");
+        let mut parked_sequence_numbers: Vec<String> = parked(&tables)
+            .await
+            .iter()
+            .map(|row| common::s(row, "sequenceNumber"))
+            .collect();
+        parked_sequence_numbers.sort();
+        let want_parked: Vec<String> = expected
+            .parked
+            .iter()
+            .map(|&i| event.records[i].change.sequence_number.clone().unwrap())
+            .collect();
+        assert_eq!(parked_sequence_numbers, want_parked, "{file}: parked");
         let data: Vec<(String, bool)> = scan(&tables, &tables.data)
             .await
             .into_iter()

@@ -367,7 +367,7 @@ async fn a_failing_target_fails_its_record_until_it_recovers() {
 }
 
 #[tokio::test]
-async fn different_content_under_an_existing_history_version_is_reported_not_overwritten() {
+async fn different_content_under_an_existing_history_version_is_parked_not_overwritten() {
     let tables = cqrs_testkit::fresh_tables().await;
     let commands = vec![command("PRODUCT#t1", "P001", 1)];
     let event = commands_to_event(&tables, &commands).await;
@@ -377,8 +377,17 @@ async fn different_content_under_an_existing_history_version_is_reported_not_ove
     store.put_history(&other).await.unwrap();
 
     let response = DataSync::new(store.clone()).handle(event.clone()).await;
-    assert_eq!(reported(&response), [sequence_number(&event.records[0])]);
+    assert!(reported(&response).is_empty(), "{response:?}");
     assert_eq!(scan(&tables, &tables.history).await, [other]);
+    // History is written first: the refused version never reached the data table.
+    assert!(scan(&tables, &tables.data).await.is_empty());
+    let parked = common::parked(&tables).await;
+    assert_eq!(parked.len(), 1);
+    assert_eq!(common::s(&parked[0], "reasonKind"), "history-conflict");
+    assert_eq!(
+        common::s(&parked[0], "sequenceNumber"),
+        sequence_number(&event.records[0])
+    );
 }
 
 #[tokio::test]

@@ -61,6 +61,7 @@ pub mod entity;
 pub mod error;
 pub mod helpers;
 pub mod multi_attribute;
+pub mod parked;
 pub mod patterns;
 pub mod shard;
 pub mod time_series;

@@ -9,6 +9,7 @@
 //!   with the version row and the idempotency record, so no version number is written twice.
 //! - [`projection`]: data-sync's writes into the data and history tables.
 //! - [`query`]: the reads of the query handler.
+//! - [`parked`]: stream records data-sync can never project, kept with their reason.
 //!
 //! Storage failures are translated once, here, into [`StoreError`]: a failed
 //! `attribute_not_exists` becomes [`StoreError::AlreadyExists`], a moved head
@@ -36,6 +37,7 @@
 
 pub mod command;
 pub mod head;
+pub mod parked;
 pub mod projection;
 pub mod query;
 
@@ -59,6 +61,9 @@ pub struct Tables {
     pub history: String,
     /// Idempotency records of the command handler (`IDEMPOTENCY_TABLE`).
     pub idempotency: String,
+    /// Parked stream records of data-sync (`PARKED_TABLE`); only data-sync needs it, so it is
+    /// optional here and data-sync requires it at start ([`Tables::require_parked`]).
+    pub parked: Option<String>,
 }
 
 impl Tables {
@@ -79,11 +84,38 @@ impl Tables {
             data: data.into(),
             history: history.into(),
             idempotency: idempotency.into(),
+            parked: None,
+        }
+    }
+
+    /// The same tables with a parked-records table.
+    ///
+    /// ```
+    /// let t = cqrs_store::Tables::new("c", "d", "h", "i").with_parked("p");
+    /// assert_eq!(t.parked.as_deref(), Some("p"));
+    /// ```
+    pub fn with_parked(mut self, parked: impl Into<String>) -> Self {
+        self.parked = Some(parked.into());
+        self
+    }
+
+    /// These tables if they name a parked-records table, else the error that names `PARKED_TABLE`.
+    ///
+    /// ```
+    /// let t = cqrs_store::Tables::new("c", "d", "h", "i");
+    /// assert!(t.clone().require_parked().unwrap_err().to_string().contains("PARKED_TABLE"));
+    /// assert!(t.with_parked("p").require_parked().is_ok());
+    /// ```
+    pub fn require_parked(self) -> Result<Self, ConfigError> {
+        match self.parked {
+            Some(_) => Ok(self),
+            None => Err(ConfigError::MissingVariable("PARKED_TABLE")),
         }
     }
 
     /// Reads the table names from the environment (`COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`,
-    /// `IDEMPOTENCY_TABLE`); a missing or empty one is an error that names it.
+    /// `IDEMPOTENCY_TABLE`); a missing or empty one is an error that names it. `PARKED_TABLE` is
+    /// read when set (data-sync's parked records).
     ///
     /// ```
     /// // The doctest environment sets none of them.
@@ -112,6 +144,7 @@ impl Tables {
             data: get("DATA_TABLE")?,
             history: get("HISTORY_TABLE")?,
             idempotency: get("IDEMPOTENCY_TABLE")?,
+            parked: get("PARKED_TABLE").ok(),
         })
     }
 }

@@ -164,7 +164,9 @@ fn jitter(ceiling: Duration) -> Duration {
     Duration::from_nanos((mixed % (ceiling_nanos + 1)) as u64)
 }
 
-fn is_condition_failure(error: &aws_sdk_dynamodb::error::SdkError<PutItemError>) -> bool {
+pub(crate) fn is_condition_failure(
+    error: &aws_sdk_dynamodb::error::SdkError<PutItemError>,
+) -> bool {
     matches!(
         error.as_service_error(),
         Some(PutItemError::ConditionalCheckFailedException(_))

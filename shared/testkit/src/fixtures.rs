@@ -1,6 +1,6 @@
 //! Per-test tables: a fresh, uniquely named copy of the template's tables.
 //!
-//! Every call to [`fresh_tables`] creates the command, data, history and idempotency
+//! Every call to [`fresh_tables`] creates the command, data, history, idempotency and parked
 //! tables under a new prefix (`t-<ulid>`), so tests running in parallel
 //! against the same DynamoDB Local never share a table. Tables are not
 //! deleted: the DynamoDB Local process is thrown away after the test run.
@@ -28,7 +28,14 @@ pub enum CreateTablesError {
     Table(#[from] TableError),
 }
 
-/// The tables of one test (command, data, history, idempotency), and a client for them.
+/// The template's logical id of data-sync's parked-records table.
+///
+/// ```
+/// assert_eq!(cqrs_testkit::fixtures::PARKED_TABLE, "ParkedTable");
+/// ```
+pub const PARKED_TABLE: &str = "ParkedTable";
+
+/// The tables of one test (command, data, history, idempotency, parked), and a client for them.
 #[derive(Debug, Clone)]
 pub struct TestTables {
     /// DynamoDB client for DynamoDB Local.
@@ -41,6 +48,8 @@ pub struct TestTables {
     pub history: String,
     /// Name of this test's idempotency table.
     pub idempotency: String,
+    /// Name of this test's parked-records table (data-sync's records that can never be projected).
+    pub parked: String,
 }
 
 impl TestTables {
@@ -136,11 +145,13 @@ pub async fn create_tables(
     let (data_spec, data) = spec(DATA_TABLE)?;
     let (history_spec, history) = spec(HISTORY_TABLE)?;
     let (idempotency_spec, idempotency) = spec(IDEMPOTENCY_TABLE)?;
+    let (parked_spec, parked) = spec(PARKED_TABLE)?;
     tokio::try_join!(
         tables::create_table(&client, &command_spec, &command),
         tables::create_table(&client, &data_spec, &data),
         tables::create_table(&client, &history_spec, &history),
         tables::create_table(&client, &idempotency_spec, &idempotency),
+        tables::create_table(&client, &parked_spec, &parked),
     )?;
     Ok(TestTables {
         client,
@@ -148,10 +159,11 @@ pub async fn create_tables(
         data,
         history,
         idempotency,
+        parked,
     })
 }
 
-/// Creates the template's command, data and history tables in DynamoDB Local
+/// Creates the template's command, data, history, idempotency and parked tables in DynamoDB Local
 /// under a unique prefix ([`unique_prefix`]) and returns their names with a
 /// client.
 ///

@@ -270,7 +270,7 @@ pub fn parse_template(yaml: &str) -> Result<Vec<TableSpec>, TemplateError> {
 /// use cqrs_testkit::template::{load_template, WORKSPACE_TEMPLATE};
 ///
 /// let specs = load_template(WORKSPACE_TEMPLATE).unwrap();
-/// assert_eq!(specs.len(), 4);
+/// assert_eq!(specs.len(), 5);
 /// assert!(load_template("/nonexistent/template.yaml").is_err());
 /// ```
 pub fn load_template(path: impl AsRef<Path>) -> Result<Vec<TableSpec>, TemplateError> {

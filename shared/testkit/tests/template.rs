@@ -38,7 +38,7 @@ fn exactly_five_tables_in_order() {
             DATA_TABLE,
             HISTORY_TABLE,
             IDEMPOTENCY_TABLE,
-            "ParkedTable"
+            cqrs_testkit::fixtures::PARKED_TABLE
         ]
     );
 }

@@ -2,7 +2,9 @@
 //! (`local_stack::mapper::deliver`, the stand-in for Lambda's event source mapping and its SQS
 //! on-failure destination) delivering the command table's real DynamoDB Local stream to the real
 //! data-sync handler, in process. Poison records (items written straight into the command table
-//! without the item shape) fail every retry: they must land in the on-failure file, once each, and
+//! without the item shape) can never be projected, and here they cannot be parked either: this
+//! data-sync's store has no parked table, as when parking keeps failing (`parking.rs` tests the
+//! parked path). So they fail every retry: they must land in the on-failure file, once each, and
 //! the records after them, of the same item and of others, must still be projected.
 
 mod common;
@@ -112,6 +114,8 @@ async fn poison_records_go_to_the_on_failure_destination_and_block_nothing() {
         failure_file: dir.join("stream-failures.jsonl"),
         ..MapperConfig::default()
     };
+    // `store` has no parked table (`Tables::new` without `with_parked`): parking fails every time.
+    assert!(store.tables().parked.is_none());
     let invoker = InProcess {
         sync: DataSync::new(store.clone()),
         arn: tables.command_stream_arn().await,

@@ -23,6 +23,7 @@ use common::{Rng, command_item, mix, scan_items, seed, store};
 use cqrs_item::Item;
 use cqrs_store::{
     Store, StoreError,
+    parked::{ParkWrite, ParkedRecord},
     projection::{DataWrite, HistoryWrite},
 };
 use data_sync::{DataSync, ProjectionWriter};
@@ -117,6 +118,15 @@ impl ProjectionWriter for Faulty {
     ) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> {
         self.write("history", item, self.inner.put_history(item))
             .boxed()
+    }
+
+    /// No record of this test is permanently unprojectable; a park would be a defect, and the
+    /// store here has no parked table, so it would be reported and fail the run.
+    fn park<'a>(
+        &'a self,
+        record: &'a ParkedRecord,
+    ) -> BoxFuture<'a, Result<ParkWrite, StoreError>> {
+        self.inner.park(record).boxed()
     }
 }
 

@@ -9,6 +9,9 @@
 //!     (default data-sync) at INVOKE_URL (cargo lambda watch, e.g. http://127.0.0.1:9000) with
 //!     the template's batch size, batching window and retry count. Records that fail every retry
 //!     go to STREAM_FAILURES_FILE (default .local/stream-failures.jsonl).
+//! local-stack parked TABLE TENANT [ITEM_ID]
+//!     Lists the records data-sync parked in TABLE (e.g. local-parked) for TENANT (`unknown`: records
+//!     that named no tenant), of one item when ITEM_ID is given, one JSON object per line.
 //! ```
 
 use std::collections::{HashMap, HashSet};
@@ -26,7 +29,8 @@ use local_stack::{
 
 const USAGE: &str = "usage:
   local-stack create-tables PREFIX
-  local-stack stream-mapper TABLE INVOKE_URL [FUNCTION]";
+  local-stack stream-mapper TABLE INVOKE_URL [FUNCTION]
+  local-stack parked TABLE TENANT [ITEM_ID]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -47,6 +51,8 @@ async fn main() -> ExitCode {
         ["create-tables", prefix] => create_tables(prefix).await,
         ["stream-mapper", table, url] => stream_mapper(table, url, "data-sync").await,
         ["stream-mapper", table, url, function] => stream_mapper(table, url, function).await,
+        ["parked", table, tenant] => parked(table, tenant, None).await,
+        ["parked", table, tenant, item] => parked(table, tenant, Some(item)).await,
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -89,6 +95,36 @@ async fn create_tables(prefix: &str) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         println!("table {name} ({}) created", spec.logical_id);
     }
+    Ok(())
+}
+
+/// Prints the parked records of `tenant` (of one item when `item` is given) in `table`.
+async fn parked(table: &str, tenant: &str, item: Option<&str>) -> Result<(), String> {
+    let client = cqrs_testkit::endpoint::client_for(
+        &cqrs_testkit::endpoint::local_endpoint().map_err(|e| e.to_string())?,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    // Only the parked table is read; the other names are never used here.
+    let tables = cqrs_store::Tables::new("-", "-", "-", "-").with_parked(table);
+    let store = cqrs_store::Store::new(client, tables);
+    let tenant = (tenant != cqrs_keys::parked::PARKED_UNKNOWN).then_some(tenant);
+    let records = store
+        .list_parked(tenant, item)
+        .await
+        .map_err(|e| e.to_string())?;
+    for record in &records {
+        let line = serde_json::json!({
+            "sequenceNumber": record.sequence_number,
+            "itemPk": record.item_pk,
+            "itemSk": record.item_sk,
+            "reasonKind": record.reason_kind,
+            "reason": record.reason,
+            "parkedAt": record.parked_at,
+        });
+        println!("{line}");
+    }
+    eprintln!("{} parked record(s)", records.len());
     Ok(())
 }
 

@@ -16,13 +16,14 @@ use cqrs_item::Item;
 use cqrs_keys::{add_sort_key_version, generate_id};
 use cqrs_store::{
     Store, StoreError, Tables,
+    parked::{ParkWrite, ParkedRecord},
     projection::{DataWrite, HistoryWrite},
 };
 use cqrs_testkit::TestTables;
 use data_sync::{Change, DataSync, ProjectionWriter, SyncTarget, TargetError};
 use futures::future::{BoxFuture, FutureExt};
 
-/// A store on `tables`.
+/// A store on `tables`, with the parked table.
 pub fn store(tables: &TestTables) -> Store {
     Store::new(
         tables.client.clone(),
@@ -31,8 +32,23 @@ pub fn store(tables: &TestTables) -> Store {
             &tables.data,
             &tables.history,
             &tables.idempotency,
-        ),
+        )
+        .with_parked(&tables.parked),
     )
+}
+
+/// Every raw item of the parked table.
+pub async fn parked(tables: &TestTables) -> Vec<HashMap<String, AttributeValue>> {
+    tables
+        .client
+        .scan()
+        .table_name(&tables.parked)
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .items()
+        .to_vec()
 }
 
 /// Version `version` of item `pk` / `base`, as the command handler would write it.
@@ -253,6 +269,13 @@ impl ProjectionWriter for FaultInjector {
         }
         .boxed()
     }
+
+    fn park<'a>(
+        &'a self,
+        record: &'a ParkedRecord,
+    ) -> BoxFuture<'a, Result<ParkWrite, StoreError>> {
+        self.inner.park(record).boxed()
+    }
 }
 
 /// Wraps a writer and records how writes overlapped: the most in flight at once, overall and per
@@ -321,6 +344,13 @@ impl<W: ProjectionWriter> ProjectionWriter for Observer<W> {
     ) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> {
         // History and data of one version are written together; count the pair once per item.
         self.inner.put_history(item)
+    }
+
+    fn park<'a>(
+        &'a self,
+        record: &'a ParkedRecord,
+    ) -> BoxFuture<'a, Result<ParkWrite, StoreError>> {
+        self.inner.park(record)
     }
 }
 
