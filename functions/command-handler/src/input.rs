@@ -16,7 +16,8 @@ use cqrs_keys::{VERSION_LATEST, validate_partition_key, validate_sort_key};
 use cqrs_problem::ApiError;
 
 /// The fields a command body may hold.
-const FIELDS: [&str; 8] = [
+const FIELDS: [&str; 9] = [
+    "entity",
     "pk",
     "sk",
     "version",
@@ -78,6 +79,9 @@ impl Patch<Map> {
 /// value; a `null` `code`, `name` or `isDeleted` arrives here as its empty value (`""`, `false`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandInput {
+    /// The model entity the command names (`{"entity": "order", ...}`): the server builds `pk` and
+    /// `sk` from the model. Empty `pk` and `sk` until [`crate::entity::resolve`] fills them.
+    pub entity: Option<String>,
     /// Partition key, `PREFIX#TENANT[#more]`.
     pub pk: String,
     /// Sort key without version.
@@ -148,8 +152,29 @@ pub fn parse_command(body: &str, for_patch: bool) -> Result<CommandInput, ApiErr
             Patch::Null => Err(ApiError::bad_field(name, "must not be null")),
         }
     }
-    let pk = required("pk", string(take("pk"))?)?;
-    let sk = required("sk", string(take("sk"))?)?;
+    let entity = match string(take("entity"))? {
+        Patch::Absent => None,
+        Patch::Null => return Err(ApiError::bad_field("entity", "must not be null")),
+        Patch::Value(name) => Some(name),
+    };
+    // By entity, the keys come from the model (or, when given, must match it); otherwise they
+    // are required.
+    let (pk, sk) = match (entity.is_some(), string(take("pk"))?, string(take("sk"))?) {
+        (true, Patch::Absent, Patch::Absent) => (String::new(), String::new()),
+        (true, Patch::Value(pk), Patch::Value(sk)) => (pk, sk),
+        (true, pk, _) => {
+            let field = if matches!(pk, Patch::Value(_)) {
+                "sk"
+            } else {
+                "pk"
+            };
+            return Err(ApiError::bad_field(
+                field,
+                "with `entity`, give both `pk` and `sk` or neither (the model builds them)",
+            ));
+        }
+        (false, pk, sk) => (required("pk", pk)?, required("sk", sk)?),
+    };
     let version = required("version", integer(take("version"))?)?;
     // `null` resets a field the item always has to its empty value.
     let reset = |field: Patch<String>| match field {
@@ -173,6 +198,7 @@ pub fn parse_command(body: &str, for_patch: bool) -> Result<CommandInput, ApiErr
     };
     let ttl = integer(take("ttl"))?;
     let input = CommandInput {
+        entity,
         pk,
         sk,
         version,
@@ -182,8 +208,10 @@ pub fn parse_command(body: &str, for_patch: bool) -> Result<CommandInput, ApiErr
         is_deleted,
         ttl,
     };
-    validate_partition_key(&input.pk).map_err(|e| ApiError::bad_field("pk", e))?;
-    validate_sort_key(&input.sk).map_err(|e| ApiError::bad_field("sk", e))?;
+    if !input.pk.is_empty() || input.entity.is_none() {
+        validate_partition_key(&input.pk).map_err(|e| ApiError::bad_field("pk", e))?;
+        validate_sort_key(&input.sk).map_err(|e| ApiError::bad_field("sk", e))?;
+    }
     match input.version {
         VERSION_LATEST => {}
         0 if for_patch => {

@@ -22,6 +22,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod entity;
 pub mod input;
 pub mod publish;
 
@@ -52,13 +53,31 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// The longest `Idempotency-Key` accepted.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
-/// What the handler needs for every request: the store and where callers come from.
+/// What the handler needs for every request: the store, where callers come from, and the entity
+/// model.
 #[derive(Debug, Clone)]
 pub struct App {
     /// The DynamoDB store.
     pub store: Store,
     /// Claims, or local headers.
     pub caller_mode: CallerMode,
+    /// The entity model (`model.toml`, compiled in).
+    pub model: std::sync::Arc<cqrs_model::Model>,
+}
+
+impl App {
+    /// The handler on `store`, with callers from `caller_mode` and the repository's model.
+    ///
+    /// # Errors
+    ///
+    /// When the compiled-in model does not check (the message names the entity and field).
+    pub fn new(store: Store, caller_mode: CallerMode) -> Result<Self, cqrs_model::ModelErrors> {
+        Ok(App {
+            store,
+            caller_mode,
+            model: std::sync::Arc::new(cqrs_model::Model::embedded()?),
+        })
+    }
 }
 
 /// The body of a `202`: the stored command.
@@ -72,6 +91,9 @@ pub struct Accepted {
     pub sk: String,
     /// The version written.
     pub version: i64,
+    /// The model entity of the item, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
 }
 
 /// Answers one HTTP request. Never fails: every refusal is a problem document.
@@ -121,7 +143,9 @@ async fn handle_command(
     };
     let caller = Caller::from_request(request, app.caller_mode)?;
     let body = json_body(request)?;
-    let input = parse_command(body, mode == Mode::Merge)?;
+    let mut input = parse_command(body, mode == Mode::Merge)?;
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let entity = entity::resolve(&app.model, &mut input, &caller, mode, &now)?;
     // Keys derived from pk and sk (the item id, the head key) must fit DynamoDB's key limit too,
     // or the version could be written but never projected nor versioned.
     cqrs_keys::validate_derived_keys(&input.pk, &input.sk)
@@ -131,11 +155,11 @@ async fn handle_command(
     let audit = Audit {
         ip: source_ip(request),
         request_id: idempotency_key.unwrap_or(request_id).to_string(),
-        now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        now,
         caller,
     };
     let Some(key) = idempotency_key else {
-        return match publish_command(&app.store, &input, mode, &audit, None).await? {
+        return match publish_command(&app.store, &input, mode, &audit, entity, None).await? {
             Published::Stored(item) => Ok(stored(request_id, &item)),
             Published::KeyTaken => Err(ApiError::Internal(
                 "an idempotency key was taken without one being used".into(),
@@ -154,7 +178,7 @@ async fn handle_command(
     if let Some(first) = app.store.get_idempotency(&record.key).await? {
         return replay(&first, &record);
     }
-    match publish_command(&app.store, &input, mode, &audit, Some(&record)).await? {
+    match publish_command(&app.store, &input, mode, &audit, entity, Some(&record)).await? {
         Published::Stored(item) => Ok(stored(request_id, &item)),
         // A concurrent request with the same key won: answer as a retry of it.
         Published::KeyTaken => match app.store.get_idempotency(&record.key).await? {
@@ -184,6 +208,7 @@ fn replay(first: &IdempotencyRecord, this: &IdempotencyRecord) -> Result<Respons
             pk: first.item_pk.clone(),
             sk: first.item_sk.clone(),
             version: first.version,
+            entity: None,
         },
         true,
     ))
@@ -196,6 +221,7 @@ impl From<&cqrs_item::Item> for Accepted {
             pk: item.pk.clone(),
             sk: item.sk.clone(),
             version: item.version,
+            entity: item.entity.clone(),
         }
     }
 }

@@ -11,6 +11,7 @@ use cqrs_keys::{
 use cqrs_problem::ApiError;
 use cqrs_store::{IdempotencyRecord, Store, StoreError};
 
+use crate::entity::{ModelEntity, apply};
 use crate::input::CommandInput;
 
 /// How many times a `version: -1` write re-reads the latest version after losing a race.
@@ -68,6 +69,7 @@ pub async fn publish_command(
     input: &CommandInput,
     mode: Mode,
     audit: &Audit,
+    entity: Option<ModelEntity<'_>>,
     idempotency: Option<&IdempotencyRecord>,
 ) -> Result<Published, ApiError> {
     let latest_wanted = input.version == VERSION_LATEST;
@@ -86,7 +88,7 @@ pub async fn publish_command(
             Some(previous) => load_base(store, input, mode, previous).await?,
             None => None,
         };
-        let item = build_item(input, mode, previous, base.as_ref(), audit)?;
+        let item = build_item(input, mode, previous, base.as_ref(), audit, entity)?;
         let record = idempotency.map(|r| IdempotencyRecord {
             item_pk: item.pk.clone(),
             item_sk: item.sk.clone(),
@@ -251,6 +253,7 @@ fn build_item(
     previous: Option<i64>,
     base: Option<&Item>,
     audit: &Audit,
+    entity: Option<ModelEntity<'_>>,
 ) -> Result<Item, ApiError> {
     let version = match previous {
         None => 1,
@@ -309,7 +312,7 @@ fn build_item(
             base.and_then(|b| b.seq),
         ),
     };
-    let item = Item {
+    let mut item = Item {
         id: generate_id(&input.pk, &input.sk),
         pk: input.pk.clone(),
         sk,
@@ -332,7 +335,15 @@ fn build_item(
         updated_ip: audit.ip.clone(),
         cpk: None,
         csk: None,
+        entity: None,
+        model_revision: None,
+        index_keys: Default::default(),
     };
+    // The model checks the whole item of this version and computes its index keys (counted in
+    // the size below).
+    if let Some(entity) = entity {
+        apply(entity, &mut item)?;
+    }
     let size = item
         .stored_size()
         .map_err(|e| ApiError::bad_field("attributes", e))?;

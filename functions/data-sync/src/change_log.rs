@@ -139,6 +139,9 @@ pub fn entry(change: &Change) -> Result<Item, TargetError> {
         updated_ip: item.updated_ip.clone(),
         cpk: None,
         csk: None,
+        entity: None,
+        model_revision: None,
+        index_keys: Default::default(),
         pk,
         sk,
     })

@@ -36,7 +36,7 @@ mod number;
 mod size;
 mod value;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
@@ -123,6 +123,17 @@ pub struct Item {
     /// Data table only: the `sk` (with version) of the command item this state came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csk: Option<String>,
+    /// The entity of the model this version belongs to, when it matches one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
+    /// The revision of the model that computed this version's index keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_revision: Option<String>,
+    /// Index key attributes (`gsi1pk`, `locCountry`, ...), top level as GSIs need them: computed by
+    /// the entity model from the whole item of this version and carried with it into the data and
+    /// history tables. Strings and numbers only; an index the version is not in has none.
+    #[serde(flatten)]
+    pub index_keys: BTreeMap<String, Value>,
 }
 
 /// Why attributes could not become an [`Item`] or the other way round.
@@ -207,6 +218,15 @@ impl Item {
         if let Some(csk) = &self.csk {
             out.insert("csk".into(), s(csk));
         }
+        if let Some(entity) = &self.entity {
+            out.insert("entity".into(), s(entity));
+        }
+        if let Some(revision) = &self.model_revision {
+            out.insert("modelRevision".into(), s(revision));
+        }
+        for (name, value) in &self.index_keys {
+            out.insert(name.clone(), value.to_attribute_value());
+        }
         Ok(out)
     }
 
@@ -289,6 +309,18 @@ impl Item {
             updated_ip: string(take("updatedIp"))?.unwrap_or_default(),
             cpk: string(take("cpk"))?,
             csk: string(take("csk"))?,
+            entity: string(take("entity"))?,
+            model_revision: string(take("modelRevision"))?,
+            // What is left at the top level: the version's index keys (strings and numbers).
+            index_keys: attributes
+                .drain()
+                .filter_map(|(name, value)| match value {
+                    AttributeValue::S(_) | AttributeValue::N(_) => {
+                        Value::from_attribute_value(value).ok().map(|v| (name, v))
+                    }
+                    _ => None,
+                })
+                .collect(),
             pk,
             sk,
             id,
@@ -370,6 +402,9 @@ impl Item {
             updated_ip: "127.0.0.1".into(),
             cpk: None,
             csk: None,
+            entity: None,
+            model_revision: None,
+            index_keys: BTreeMap::new(),
         }
     }
 }

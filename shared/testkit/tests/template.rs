@@ -81,9 +81,16 @@ fn data_table() {
     let specs = specs();
     let t = template::find(&specs, DATA_TABLE).unwrap();
     assert_eq!(t.key_schema, pk_sk());
-    assert_eq!(t.attributes.len(), 2);
+    // Its GSIs and their key attributes are the entity model's (tests/model_template.rs).
+    assert_eq!(
+        t.attributes.len(),
+        2 + cqrs_model::Model::example().index_attribute_names().len()
+    );
     assert_eq!(t.stream_view_type, None);
-    assert!(t.global_secondary_indexes.is_empty());
+    assert_eq!(
+        t.global_secondary_indexes.len(),
+        cqrs_model::Model::example().indexes().len()
+    );
     assert_eq!(t.ttl_attribute.as_deref(), Some("ttl"));
     assert_eq!(t.table_name(&[("Prefix", "p")]).as_deref(), Some("p-data"));
 }

@@ -180,7 +180,9 @@ async fn permanent_failures_are_parked_with_their_reason_and_later_records_proje
         .expect("the long-key row");
     // S: a command item just under 400 KB, whose data-table form (with cpk/csk) is over it.
     let mut large = command_item("PRODUCT#t1", "S", 1);
-    large.attributes.insert("blob".into(), cqrs_item::Value::from(""));
+    large
+        .attributes
+        .insert("blob".into(), cqrs_item::Value::from(""));
     let base_size = item_size(&large.to_attributes().unwrap());
     large.attributes.insert(
         "blob".into(),

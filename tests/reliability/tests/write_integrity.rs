@@ -494,13 +494,14 @@ fn app_on(endpoint: &str) -> command_handler::App {
         .credentials_provider(Credentials::new("local", "local", None, None, "fake"))
         .retry_config(RetryConfig::standard().with_max_attempts(1))
         .build();
-    command_handler::App {
-        store: cqrs_store::Store::new(
+    command_handler::App::new(
+        cqrs_store::Store::new(
             aws_sdk_dynamodb::Client::from_conf(config),
             cqrs_store::Tables::new("c", "d", "h", "i"),
         ),
-        caller_mode: CallerMode::Jwt,
-    }
+        CallerMode::Jwt,
+    )
+    .expect("the repository's model.toml checks")
 }
 
 const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"Transaction cancelled, please refer cancellation reasons for specific reasons [None, TransactionConflict]","CancellationReasons":[{"Code":"None"},{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"}]}"#;

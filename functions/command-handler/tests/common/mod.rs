@@ -60,7 +60,7 @@ impl Harness {
             ),
         );
         Harness {
-            app: App { store, caller_mode },
+            app: App::new(store, caller_mode).expect("the repository's model.toml checks"),
             tables,
         }
     }

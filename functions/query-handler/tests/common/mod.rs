@@ -124,10 +124,8 @@ impl Harness {
 
     /// A command handler on the same tables.
     pub fn command_app(&self) -> command_handler::App {
-        command_handler::App {
-            store: store(&self.tables),
-            caller_mode: CallerMode::Jwt,
-        }
+        command_handler::App::new(store(&self.tables), CallerMode::Jwt)
+            .expect("the repository's model.toml checks")
     }
 
     pub async fn send(&self, request: Request) -> Answer {

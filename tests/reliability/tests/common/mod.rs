@@ -44,10 +44,8 @@ impl Stack {
     /// The functions on existing tables.
     pub fn on(tables: TestTables, mode: CallerMode) -> Self {
         Stack {
-            command: command_handler::App {
-                store: store(&tables),
-                caller_mode: mode,
-            },
+            command: command_handler::App::new(store(&tables), mode)
+                .expect("the repository's model.toml checks"),
             query: query_handler::App {
                 store: store(&tables),
                 caller_mode: mode,
@@ -237,12 +235,28 @@ pub async fn snapshot(tables: &TestTables) -> Snapshot {
         let mut rendered: Vec<String> = scan_raw(tables, table)
             .await
             .into_iter()
-            .map(|item| format!("{:?}", item.into_iter().collect::<BTreeMap<_, _>>()))
+            .map(|item| render(&AttributeValue::M(item)))
             .collect();
         rendered.sort();
         out.insert(name, rendered);
     }
     Snapshot { tables: out }
+}
+
+/// An attribute value as text with every map's keys in order (the SDK's maps are hash maps, whose
+/// order differs between two reads of the same item).
+fn render(value: &AttributeValue) -> String {
+    match value {
+        AttributeValue::M(map) => {
+            let sorted: BTreeMap<&String, String> =
+                map.iter().map(|(k, v)| (k, render(v))).collect();
+            format!("M({sorted:?})")
+        }
+        AttributeValue::L(list) => {
+            format!("L({:?})", list.iter().map(render).collect::<Vec<_>>())
+        }
+        other => format!("{other:?}"),
+    }
 }
 
 /// splitmix64: a small, seedable PRNG (enough to shuffle and to choose faults reproducibly).
