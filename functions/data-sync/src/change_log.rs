@@ -4,7 +4,7 @@
 //! (`CHANGE_LOG_TABLE`; any table with string keys `pk` and `sk`, the data table included):
 //!
 //! ```text
-//! pk = LOG#<tenant>#<YYYY-MM>                    (cqrs_keys::TimeSeriesKey)
+//! pk = LOG#<tenant>#<YYYY-MM>                    (cqrs_keys::time_series_pk)
 //! sk = <updatedAt, ms, UTC>#<fnv64(item id) hex>-<version>
 //! ```
 //!
@@ -20,7 +20,7 @@
 use chrono::{DateTime, Utc};
 use cqrs_item::Item;
 use cqrs_item::{Map, Value};
-use cqrs_keys::{LOG_PK_PREFIX, TimeSeriesKey, fnv1a_64};
+use cqrs_keys::{LOG_PK_PREFIX, fnv1a_64, generate_id, time_series_pk, time_series_sk};
 use cqrs_store::{Store, projection::PutIfAbsent};
 use futures::future::{BoxFuture, FutureExt};
 
@@ -106,8 +106,8 @@ pub fn entry(change: &Change) -> Result<Item, TargetError> {
         .map(|t| t.with_timezone(&Utc))
         .unwrap_or(change.approximate_creation);
     let event_id = format!("{:016x}-{}", fnv1a_64(item.id.as_bytes()), item.version);
-    let key = TimeSeriesKey::new(&item.tenant_code, &time, &event_id)?;
-    let (pk, sk) = (key.pk(), key.sk());
+    let pk = time_series_pk(&item.tenant_code, &time)?;
+    let sk = time_series_sk(&time, &event_id)?;
 
     let mut attributes = Map::new();
     attributes.insert("itemId".into(), Value::from(item.id.clone()));
@@ -119,7 +119,7 @@ pub fn entry(change: &Change) -> Result<Item, TargetError> {
     attributes.insert("source".into(), Value::from(item.source.clone()));
     attributes.insert("requestId".into(), Value::from(item.request_id.clone()));
     Ok(Item {
-        id: key.id(),
+        id: generate_id(&pk, &sk),
         code: item.code.clone(),
         name: item.name.clone(),
         version: 1,

@@ -6,8 +6,7 @@
 mod common;
 
 use chrono::{Duration, TimeZone, Utc};
-use common::{Harness, version_item};
-use cqrs_keys::{AuthProvider, OrderKey, TimeSeriesKey, UserAuthKey};
+use common::{Harness, model_keys, version_item};
 
 const EVENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/query-handler");
 
@@ -93,29 +92,30 @@ async fn seed(h: &Harness) {
     h.seed(PRODUCT, ULID, 3, false).await;
     h.put_command(&version_item(PRODUCT, ULID, 4, false)).await;
     h.seed(PRODUCT, DELETED, 2, true).await;
-    let order = OrderKey::new("tenant001", ORDER).unwrap();
-    h.seed_data(&order.pk(), &order.sk(), false).await;
+    let (pk, sk) = model_keys("order", "tenant001", &[("orderId", ORDER)]);
+    h.seed_data(&pk, &sk, false).await;
     for item in ["001", "002", "003"] {
-        let key = order.item(item).unwrap();
-        h.seed_data(&key.pk(), &key.sk(), false).await;
+        let (pk, sk) = model_keys(
+            "order_item",
+            "tenant001",
+            &[("orderId", ORDER), ("itemId", item)],
+        );
+        h.seed_data(&pk, &sk, false).await;
     }
     let start = Utc.with_ymd_and_hms(2024, 1, 14, 14, 0, 0).unwrap();
     for i in 0..5 {
-        let key = TimeSeriesKey::new(
-            "tenant001",
-            &(start + Duration::hours(10 * i)),
-            &format!("evt{i:03}"),
-        )
-        .unwrap();
-        h.seed_data(&key.pk(), &key.sk(), false).await;
+        let at = (start + Duration::hours(10 * i)).to_rfc3339();
+        let event = format!("evt{i:03}");
+        let (pk, sk) = model_keys("log", "tenant001", &[("at", &at), ("eventId", &event)]);
+        h.seed_data(&pk, &sk, false).await;
     }
-    for (provider, user) in [
-        (AuthProvider::Sso, "alice"),
-        (AuthProvider::Sso, "bob"),
-        (AuthProvider::Local, "carol"),
-    ] {
-        let key = UserAuthKey::new(provider, user).unwrap();
-        h.seed_data(&key.pk(), &key.sk(), false).await;
+    for (provider, user) in [("sso", "alice"), ("sso", "bob"), ("local", "carol")] {
+        let (pk, sk) = model_keys(
+            "user_auth",
+            "common",
+            &[("provider", provider), ("userId", user)],
+        );
+        h.seed_data(&pk, &sk, false).await;
     }
 }
 

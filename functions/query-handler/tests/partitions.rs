@@ -1,16 +1,12 @@
 //! `GET /items/{pk}` against DynamoDB Local: prefix and range reads over the six key patterns of
-//! the key guide, order, limits, and pagination that visits every item exactly once.
+//! the key guide (as the example model builds their keys), order, limits, and pagination that visits every item exactly once.
 
 mod common;
 
 use std::collections::BTreeSet;
 
 use chrono::{Duration, TimeZone, Utc};
-use common::{Harness, USER_T1, USER_T2, enc, qv};
-use cqrs_keys::{
-    AuthProvider, MasterKey, MasterKind, OrderKey, SimpleEntityKey, TimeSeriesKey, UserAuthKey,
-    UserTenantKey,
-};
+use common::{Harness, USER_T1, USER_T2, enc, model_keys, qv};
 
 /// `sk` of every item of one page of `GET /items/{pk}?{query}`.
 async fn list(h: &Harness, pk: &str, query: &str) -> Vec<String> {
@@ -27,9 +23,9 @@ async fn simple_entities_by_range_and_order() {
     let h = Harness::new().await;
     let mut keys = Vec::new();
     for _ in 0..6 {
-        let key = SimpleEntityKey::generate("PRODUCT", "t1").unwrap();
-        h.seed_data(&key.pk(), &key.sk(), false).await;
-        keys.push(key.sk());
+        let (pk, sk) = model_keys("product", "t1", &[("productId", &cqrs_keys::new_ulid())]);
+        h.seed_data(&pk, &sk, false).await;
+        keys.push(sk);
     }
     keys.sort();
     assert_eq!(list(&h, "PRODUCT#t1", "").await, keys);
@@ -59,24 +55,28 @@ async fn simple_entities_by_range_and_order() {
 #[tokio::test]
 async fn orders_and_their_items_by_prefix() {
     let h = Harness::new().await;
-    let o1 = OrderKey::new("t1", "01HXORDER1").unwrap();
-    let o10 = OrderKey::new("t1", "01HXORDER10").unwrap();
-    let o2 = OrderKey::new("t1", "01HXORDER2").unwrap();
-    for order in [&o1, &o10, &o2] {
-        h.seed_data(&order.pk(), &order.sk(), false).await;
+    let order = |id: &str| model_keys("order", "t1", &[("orderId", id)]).1;
+    let item =
+        |id: &str, item: &str| model_keys("order_item", "t1", &[("orderId", id), ("itemId", item)]);
+    let (o1, o10, o2) = (
+        order("01HXORDER1"),
+        order("01HXORDER10"),
+        order("01HXORDER2"),
+    );
+    for sk in [&o1, &o10, &o2] {
+        h.seed_data("ORDER#t1", sk, false).await;
     }
     let mut o1_items = Vec::new();
-    for item in ["001", "002", "003"] {
-        let key = o1.item(item).unwrap();
-        h.seed_data(&key.pk(), &key.sk(), false).await;
-        o1_items.push(key.sk());
+    for n in ["001", "002", "003"] {
+        let (pk, sk) = item("01HXORDER1", n);
+        h.seed_data(&pk, &sk, false).await;
+        o1_items.push(sk);
     }
-    let o10_item = o10.item("001").unwrap();
-    h.seed_data(&o10_item.pk(), &o10_item.sk(), false).await;
+    let (pk, sk) = item("01HXORDER10", "001");
+    h.seed_data(&pk, &sk, false).await;
 
     // The items of one order, not those of an order whose id starts with the same text.
-    let prefix = o1.items_sk_prefix();
-    assert!(prefix.ends_with('#'));
+    let prefix = "ORDER_ITEM#01HXORDER1#".to_string();
     assert_eq!(
         list(&h, "ORDER#t1", &format!("skPrefix={}", qv(&prefix))).await,
         o1_items
@@ -84,11 +84,11 @@ async fn orders_and_their_items_by_prefix() {
     // Orders only (`ORDER#`, not `ORDER_ITEM#`).
     assert_eq!(
         list(&h, "ORDER#t1", "skPrefix=ORDER%23").await,
-        [o1.sk(), o10.sk(), o2.sk()]
+        [o1.clone(), o10.clone(), o2.clone()]
     );
     assert_eq!(
         list(&h, "ORDER#t1", "skPrefix=ORDER%23&order=desc").await,
-        [o2.sk(), o10.sk(), o1.sk()]
+        [o2, o10, o1]
     );
     assert_eq!(list(&h, "ORDER#t1", "").await.len(), 7);
 }
@@ -98,15 +98,19 @@ async fn users_and_user_tenant_links_in_common_by_prefix() {
     let h = Harness::new().await;
     let mut sso = Vec::new();
     for (provider, user) in [
-        (AuthProvider::Local, "alice"),
-        (AuthProvider::Sso, "bob"),
-        (AuthProvider::Sso, "carol"),
-        (AuthProvider::Oauth, "dave"),
+        ("local", "alice"),
+        ("sso", "bob"),
+        ("sso", "carol"),
+        ("oauth", "dave"),
     ] {
-        let key = UserAuthKey::new(provider, user).unwrap();
-        h.seed_data(&key.pk(), &key.sk(), false).await;
-        if provider == AuthProvider::Sso {
-            sso.push(key.sk());
+        let (pk, sk) = model_keys(
+            "user_auth",
+            "common",
+            &[("provider", provider), ("userId", user)],
+        );
+        h.seed_data(&pk, &sk, false).await;
+        if provider == "sso" {
+            sso.push(sk);
         }
     }
     let mut t1_links = Vec::new();
@@ -116,10 +120,14 @@ async fn users_and_user_tenant_links_in_common_by_prefix() {
         ("t10", "carol"),
         ("t2", "dave"),
     ] {
-        let key = UserTenantKey::new(tenant, user).unwrap();
-        h.seed_data(&key.pk(), &key.sk(), false).await;
+        let (pk, sk) = model_keys(
+            "user_tenant",
+            "common",
+            &[("tenantCode", tenant), ("userId", user)],
+        );
+        h.seed_data(&pk, &sk, false).await;
         if tenant == "t1" {
-            t1_links.push(key.sk());
+            t1_links.push(sk);
         }
     }
     assert_eq!(list(&h, "USER#common", "skPrefix=sso%23").await, sso);
@@ -139,16 +147,16 @@ async fn master_data_by_kind_and_category() {
     let h = Harness::new().await;
     let mut categories = Vec::new();
     for (kind, category, code) in [
-        (MasterKind::Setting, "notification", "email_template"),
-        (MasterKind::Data, "product_category", "electronics"),
-        (MasterKind::Data, "product_category", "books"),
-        (MasterKind::Data, "product_categoryx", "other"),
-        (MasterKind::Copy, "backup", "2024-01-01"),
+        ("setting", "notification", "email_template"),
+        ("master_data", "product_category", "electronics"),
+        ("master_data", "product_category", "books"),
+        ("master_data", "product_categoryx", "other"),
+        ("master_copy", "backup", "2024-01-01"),
     ] {
-        let key = MasterKey::new("t1", kind, category, code).unwrap();
-        h.seed_data(&key.pk(), &key.sk(), false).await;
+        let (pk, sk) = model_keys(kind, "t1", &[("category", category), ("code", code)]);
+        h.seed_data(&pk, &sk, false).await;
         if category == "product_category" {
-            categories.push(key.sk());
+            categories.push(sk);
         }
     }
     categories.sort();
@@ -170,10 +178,15 @@ async fn a_time_series_by_time_range() {
     let mut keys = Vec::new();
     for i in 0..12 {
         let ts = start + Duration::hours(i * 3);
-        let key = TimeSeriesKey::new("t1", &ts, &format!("evt{i:03}")).unwrap();
-        assert_eq!(key.pk(), "LOG#t1#2024-01");
-        h.seed_data(&key.pk(), &key.sk(), false).await;
-        keys.push(key.sk());
+        let event = format!("evt{i:03}");
+        let (pk, sk) = model_keys(
+            "log",
+            "t1",
+            &[("at", &ts.to_rfc3339()), ("eventId", &event)],
+        );
+        assert_eq!(pk, "LOG#t1#2024-01");
+        h.seed_data(&pk, &sk, false).await;
+        keys.push(sk);
     }
     let pk = "LOG#t1#2024-01";
     // Exact keys as bounds: both are included.

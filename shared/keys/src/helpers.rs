@@ -100,7 +100,7 @@ pub fn tenant_code(pk: &str) -> Option<&str> {
 /// Master-data partition key `MASTER#tenant`; [`DEFAULT_TENANT_CODE`] for
 /// `None` or an empty tenant (as mbc's `masterPk`, which uses `||`).
 ///
-/// Does not validate the tenant; [`MasterKey`](crate::MasterKey) does.
+/// Does not validate the tenant (the entity model's `MASTER#{tenant}` templates do).
 ///
 /// ```
 /// use cqrs_keys::master_pk;

@@ -72,144 +72,6 @@ fn kp_tenant_code_extraction() {
     assert_eq!(tenant_code("PRODUCT"), None);
 }
 
-/// [KP] "Pattern 1: Simple Entity".
-#[test]
-fn kp_pattern_1_simple_entity() {
-    let key = SimpleEntityKey::new("PRODUCT", "tenant001", ULID).unwrap();
-    assert_eq!(key.pk(), "PRODUCT#tenant001");
-    assert_eq!(key.sk(), ULID);
-    assert_eq!(key.id(), "PRODUCT#tenant001#01HX7MBJK3V9WQBZ7XNDK5ZT2M");
-    // `const sk = ulid(); const id = generateId(pk, sk);`
-    let generated = SimpleEntityKey::generate("PRODUCT", "tenant001").unwrap();
-    assert_eq!(
-        generated.id(),
-        generate_id(&generated.pk(), &generated.sk())
-    );
-}
-
-/// [KP] "Pattern 2: Hierarchical Entity".
-#[test]
-fn kp_pattern_2_hierarchical_entity() {
-    let order = OrderKey::new("tenant001", ULID).unwrap();
-    assert_eq!(order.pk(), "ORDER#tenant001");
-    assert_eq!(order.sk(), "ORDER#01HX7MBJK3V9WQBZ7XNDK5ZT2M");
-
-    let item1 = OrderItemKey::new("tenant001", ULID, "001").unwrap();
-    let item2 = order.item("002").unwrap();
-    assert_eq!(item1.pk(), "ORDER#tenant001");
-    assert_eq!(item1.sk(), "ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT2M#001");
-    assert_eq!(item2.pk(), "ORDER#tenant001");
-    assert_eq!(item2.sk(), "ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT2M#002");
-    assert_eq!(item1.order(), order);
-}
-
-/// [KP] "Pattern 3: User with Multiple Auth Providers".
-#[test]
-fn kp_pattern_3_user_auth_providers() {
-    let cases = [
-        (AuthProvider::Local, "user123", "local#user123"),
-        (AuthProvider::Sso, "abc123def456", "sso#abc123def456"),
-        (AuthProvider::Oauth, "google789", "oauth#google789"),
-        (AuthProvider::Temp, "session456", "temp#session456"),
-        (AuthProvider::Profile, "user123", "profile#user123"),
-    ];
-    for (provider, user, sk) in cases {
-        let key = UserAuthKey::new(provider, user).unwrap();
-        assert_eq!(key.pk(), "USER#common");
-        assert_eq!(key.sk(), sk);
-        assert_eq!(UserAuthKey::parse("USER#common", sk).unwrap(), key);
-    }
-}
-
-/// [KP] "Pattern 4: Multi-Tenant Association".
-#[test]
-fn kp_pattern_4_user_tenant() {
-    let a = UserTenantKey::new("tenant001", "user123").unwrap();
-    let b = UserTenantKey::new("tenant002", "user123").unwrap();
-    assert_eq!(a.pk(), "USER_TENANT#common");
-    assert_eq!(a.sk(), "tenant001#user123");
-    assert_eq!(b.pk(), "USER_TENANT#common");
-    assert_eq!(b.sk(), "tenant002#user123");
-}
-
-/// [KP] "Pattern 5: Master Data with Categories".
-#[test]
-fn kp_pattern_5_master_data() {
-    let cases = [
-        (
-            MasterKind::Setting,
-            "notification",
-            "email_template",
-            "SETTING#notification#email_template",
-        ),
-        (
-            MasterKind::Data,
-            "product_category",
-            "electronics",
-            "DATA#product_category#electronics",
-        ),
-        (
-            MasterKind::Data,
-            "product_category",
-            "clothing",
-            "DATA#product_category#clothing",
-        ),
-        (
-            MasterKind::Copy,
-            "backup",
-            "2024-01-01",
-            "COPY#backup#2024-01-01",
-        ),
-    ];
-    for (kind, category, code, sk) in cases {
-        let key = MasterKey::new("tenant001", kind, category, code).unwrap();
-        assert_eq!(key.pk(), "MASTER#tenant001");
-        assert_eq!(key.pk(), master_pk(Some("tenant001")));
-        assert_eq!(key.sk(), sk);
-        assert_eq!(MasterKey::parse("MASTER#tenant001", sk).unwrap(), key);
-    }
-}
-
-/// [KP] "Pattern 6: Time-Series Data".
-///
-/// DIFFERENCE (from the page's comment, not its code): the page shows
-/// `2024-01-15T10:30:00Z#evt001`, but its `generateLogKeys` writes
-/// `timestamp.toISOString()`, which has milliseconds:
-/// `2024-01-15T10:30:00.000Z`. We follow the code (fixed millisecond
-/// precision keeps keys sortable).
-#[test]
-fn kp_pattern_6_time_series() {
-    let t1 = Utc.with_ymd_and_hms(2024, 1, 15, 10, 30, 0).unwrap();
-    let t2 = Utc.with_ymd_and_hms(2024, 1, 15, 10, 31, 0).unwrap();
-    let e1 = TimeSeriesKey::new("tenant001", &t1, "evt001").unwrap();
-    let e2 = TimeSeriesKey::new("tenant001", &t2, "evt002").unwrap();
-    assert_eq!(e1.pk(), "LOG#tenant001#2024-01");
-    assert_eq!(e1.sk(), "2024-01-15T10:30:00.000Z#evt001");
-    assert_eq!(e2.pk(), "LOG#tenant001#2024-01");
-    assert_eq!(e2.sk(), "2024-01-15T10:31:00.000Z#evt002");
-    assert!(e1.sk() < e2.sk());
-    // `timestamp.toISOString().slice(0, 7)` is "2024-01".
-    assert_eq!(year_month(&t1).unwrap(), "2024-01");
-    assert_eq!(tenant_code(&e1.pk()), Some("tenant001"));
-}
-
-/// [KP] "Key Helper Functions": generateOrderSk, generateOrderItemSk,
-/// parseOrderSk, parseOrderItemSk, generateEntityId.
-#[test]
-fn kp_key_helper_functions() {
-    let order = OrderKey::parse("ORDER#tenant001", "ORDER#01HX7MBJK3V9WQBZ7XNDK5ZT2M").unwrap();
-    assert_eq!(order.order_id(), ULID);
-    let item = OrderItemKey::parse(
-        "ORDER#tenant001",
-        "ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT2M#001",
-    )
-    .unwrap();
-    assert_eq!((item.order_id(), item.item_id()), (ULID, "001"));
-    // generateEntityId("PRODUCT", "tenant001", sk) -> { pk, sk, id }
-    let entity = SimpleEntityKey::new("PRODUCT", "tenant001", ULID).unwrap();
-    assert_eq!(entity.id(), generate_id("PRODUCT#tenant001", ULID));
-}
-
 /// [KP] "Version Management": command-table sort keys carry `@n`, the data
 /// table's does not.
 #[test]
@@ -227,20 +89,6 @@ fn kp_version_management() {
     );
 }
 
-/// [KP] "Query with SK Prefix": all items of one order.
-///
-/// DIFFERENCE: the page queries `begins_with(sk, "ORDER_ITEM#<orderId>")`;
-/// `items_sk_prefix` adds the trailing `#` so that order `o1` does not match
-/// the items of `o10`.
-#[test]
-fn kp_query_with_sk_prefix() {
-    let order = OrderKey::new("tenant001", ULID).unwrap();
-    let prefix = order.items_sk_prefix();
-    assert_eq!(prefix, "ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT2M#");
-    assert!(order.item("001").unwrap().sk().starts_with(&prefix));
-    assert!(prefix.starts_with(&format!("ORDER_ITEM{KEY_SEPARATOR}{ULID}")));
-}
-
 /// [KP] Anti-pattern 4, "Version Suffix in Data Operations".
 #[test]
 fn kp_anti_pattern_version_suffix() {
@@ -255,21 +103,6 @@ fn kp_anti_pattern_version_suffix() {
 fn kp_include_tenant_in_pk() {
     assert!(validate_partition_key("PRODUCT#tenant001").is_ok());
     assert!(validate_partition_key("PRODUCT").is_err());
-}
-
-/// [KP] Best practice 6, "Use Common Tenant for Shared Data".
-#[test]
-fn kp_common_tenant_for_shared_data() {
-    let user = UserAuthKey::new(AuthProvider::Sso, "userId").unwrap();
-    assert_eq!(
-        (user.pk().as_str(), user.sk().as_str()),
-        ("USER#common", "sso#userId")
-    );
-    let link = UserTenantKey::new("tenant001", "userId").unwrap();
-    assert_eq!(
-        (link.pk().as_str(), link.sk().as_str()),
-        ("USER_TENANT#common", "tenant001#userId")
-    );
 }
 
 /// [KP] Anti-pattern 3, "Inconsistent Separators": the better key.

@@ -27,14 +27,6 @@ fn timestamp() -> impl Strategy<Value = DateTime<Utc>> {
         })
 }
 
-fn auth_provider() -> impl Strategy<Value = AuthProvider> {
-    prop::sample::select(AuthProvider::ALL.to_vec())
-}
-
-fn master_kind() -> impl Strategy<Value = MasterKind> {
-    prop::sample::select(MasterKind::ALL.to_vec())
-}
-
 fn assert_valid(pk: &str, sk: &str) {
     assert_eq!(validate_partition_key(pk), Ok(()), "pk {pk:?}");
     assert_eq!(validate_sort_key(sk), Ok(()), "sk {sk:?}");
@@ -166,90 +158,6 @@ proptest! {
 
     // ------------------------------------------------------ the six patterns
 
-    #[test]
-    fn simple_entity_round_trips(prefix in component(), tenant in component(), id in component()) {
-        let key = SimpleEntityKey::new(&prefix, &tenant, &id).unwrap();
-        let (pk, sk) = (key.pk(), key.sk());
-        assert_valid(&pk, &sk);
-        let parsed = SimpleEntityKey::parse(&pk, &sk).unwrap();
-        prop_assert_eq!((parsed.prefix(), parsed.tenant(), parsed.entity_id()), (prefix.as_str(), tenant.as_str(), id.as_str()));
-        prop_assert_eq!(&parsed, &key);
-        prop_assert_eq!(tenant_code(&pk), Some(tenant.as_str()));
-        let id = key.id();
-        prop_assert_eq!(split_id(&id), Some((pk.as_str(), sk.as_str())));
-    }
-
-    #[test]
-    fn order_and_item_round_trip(tenant in component(), order in component(), item in component()) {
-        let o = OrderKey::new(&tenant, &order).unwrap();
-        assert_valid(&o.pk(), &o.sk());
-        let parsed = OrderKey::parse(&o.pk(), &o.sk()).unwrap();
-        prop_assert_eq!((parsed.tenant(), parsed.order_id()), (tenant.as_str(), order.as_str()));
-
-        let i = OrderItemKey::new(&tenant, &order, &item).unwrap();
-        assert_valid(&i.pk(), &i.sk());
-        prop_assert_eq!(i.pk(), o.pk());
-        prop_assert!(i.sk().starts_with(&o.items_sk_prefix()));
-        let parsed = OrderItemKey::parse(&i.pk(), &i.sk()).unwrap();
-        prop_assert_eq!(
-            (parsed.tenant(), parsed.order_id(), parsed.item_id()),
-            (tenant.as_str(), order.as_str(), item.as_str())
-        );
-        prop_assert_eq!(parsed.order(), o);
-        prop_assert!(OrderKey::parse(&i.pk(), &i.sk()).is_err());
-    }
-
-    #[test]
-    fn user_auth_round_trips(provider in auth_provider(), user in component()) {
-        let key = UserAuthKey::new(provider, &user).unwrap();
-        assert_valid(&key.pk(), &key.sk());
-        let parsed = UserAuthKey::parse(&key.pk(), &key.sk()).unwrap();
-        prop_assert_eq!((parsed.provider(), parsed.user_id()), (provider, user.as_str()));
-        let pk = key.pk();
-        prop_assert_eq!(tenant_code(&pk), Some(TENANT_COMMON));
-    }
-
-    #[test]
-    fn user_tenant_round_trips(tenant in component(), user in component()) {
-        let key = UserTenantKey::new(&tenant, &user).unwrap();
-        assert_valid(&key.pk(), &key.sk());
-        let parsed = UserTenantKey::parse(&key.pk(), &key.sk()).unwrap();
-        prop_assert_eq!((parsed.tenant_code(), parsed.user_id()), (tenant.as_str(), user.as_str()));
-    }
-
-    #[test]
-    fn master_round_trips(tenant in component(), kind in master_kind(), category in component(), code in component()) {
-        let key = MasterKey::new(&tenant, kind, &category, &code).unwrap();
-        assert_valid(&key.pk(), &key.sk());
-        prop_assert_eq!(key.pk(), master_pk(Some(&tenant)));
-        let parsed = MasterKey::parse(&key.pk(), &key.sk()).unwrap();
-        prop_assert_eq!(
-            (parsed.tenant(), parsed.kind(), parsed.category(), parsed.code()),
-            (tenant.as_str(), kind, category.as_str(), code.as_str())
-        );
-    }
-
-    #[test]
-    fn time_series_pattern_round_trips(tenant in component(), ts in timestamp(), event in component()) {
-        let key = TimeSeriesKey::new(&tenant, &ts, &event).unwrap();
-        assert_valid(&key.pk(), &key.sk());
-        let parsed = TimeSeriesKey::parse(&key.pk(), &key.sk()).unwrap();
-        prop_assert_eq!(
-            (parsed.tenant(), parsed.timestamp(), parsed.event_id()),
-            (tenant.as_str(), truncate_to_millis(&ts), event.as_str())
-        );
-        prop_assert_eq!(parsed, key);
-    }
-
-    #[test]
-    fn invalid_components_are_refused(good in component(), bad in "[^#@\\p{Cc}]{0,4}[#@\\p{Cc}][^#@\\p{Cc}]{0,4}") {
-        prop_assert!(SimpleEntityKey::new(&good, &bad, &good).is_err());
-        prop_assert!(OrderItemKey::new(&good, &good, &bad).is_err());
-        prop_assert!(UserTenantKey::new(&bad, &good).is_err());
-        prop_assert!(MasterKey::new(&good, MasterKind::Data, &bad, &good).is_err());
-        prop_assert!(composite_key(&[&good, &bad]).is_err());
-        prop_assert!(validate_component("x", &bad).is_err());
-    }
 }
 
 // ---------------------------------------------------------------- ULIDs

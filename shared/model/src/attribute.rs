@@ -279,7 +279,11 @@ impl Attribute {
             AttrType::Number => {
                 !text.is_empty()
                     && text.bytes().all(|b| b.is_ascii_digit())
-                    && self.width.is_none_or(|w| text.len() == w as usize)
+                    && match self.width {
+                        Some(w) => text.len() == w as usize,
+                        // Without a width a number is written without leading zeros.
+                        None => text == "0" || !text.starts_with('0'),
+                    }
             }
             AttrType::Timestamp => {
                 let width = bucket.map_or(TIMESTAMP_WIDTH, Bucket::width);

@@ -247,6 +247,7 @@ impl Entity {
     /// ```
     pub fn read_keys(&self, pk: &str, sk: &str) -> Option<Vec<(String, String)>> {
         let mut values = Vec::new();
+        let mut buckets = Vec::new();
         for (template, key) in [(&self.pk, pk), (&self.sk, sk)] {
             for (part, text) in template.read(key)? {
                 // The text must be something this part can produce: an enum's value, a number of
@@ -260,9 +261,25 @@ impl Entity {
                 let name = match part {
                     Part::Tenant => "tenant".to_string(),
                     Part::Attr { name, bucket: None } => name.clone(),
+                    Part::Attr {
+                        name,
+                        bucket: Some(_),
+                    } => {
+                        buckets.push((name, text));
+                        continue;
+                    }
                     _ => continue,
                 };
                 values.push((name, text.to_string()));
+            }
+        }
+        // A bucket (`{at:month}`) must be the cut of the full value the other key holds, or the
+        // keys have no consistent reading.
+        for (name, cut) in buckets {
+            if let Some((_, full)) = values.iter().find(|(n, _)| n == name)
+                && !full.starts_with(cut)
+            {
+                return None;
             }
         }
         Some(values)

@@ -318,3 +318,23 @@ pub fn command_event(method: &str, caller: &As, body: &str) -> Request {
         .claims(caller.user, caller.tenant, caller.roles)
         .request()
 }
+
+/// The `pk` and `sk` of an item of the example model's `entity` (model.toml), built by the model as
+/// the command handler builds them: `model_keys("order", "t1", &[("orderId", "o1")])`.
+pub fn model_keys(entity: &str, tenant: &str, attrs: &[(&str, &str)]) -> (String, String) {
+    use cqrs_model::{ItemView, Model, ValueRef};
+    static MODEL: std::sync::OnceLock<Model> = std::sync::OnceLock::new();
+    let model = MODEL.get_or_init(Model::example);
+    let attrs: Vec<(&str, ValueRef<'_>)> =
+        attrs.iter().map(|(n, v)| (*n, ValueRef::Str(v))).collect();
+    let view = ItemView {
+        tenant,
+        created_at: "2024-01-15T10:30:00.000Z",
+        attributes: &attrs,
+    };
+    model
+        .entity(entity)
+        .unwrap_or_else(|| panic!("no entity {entity} in model.toml"))
+        .primary_key(&view)
+        .unwrap_or_else(|e| panic!("keys of {entity}: {e}"))
+}
