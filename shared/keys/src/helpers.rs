@@ -2,7 +2,7 @@
 //! and the framework's fixed partition and sort keys.
 //!
 //! Like their TypeScript originals these are plain string functions and do
-//! not validate; the typed builders in [`patterns`](crate::patterns) do.
+//! not validate; the entity model (`cqrs-model`) and the validators of this crate do.
 //!
 //! ```
 //! use cqrs_keys::helpers::{generate_id, tenant_code};

@@ -101,14 +101,14 @@ async fn index_keys_follow_every_version_through_the_projection() {
     // Orders of u1 (gsi1), the status index on one shard (gsi2), the inverted index (gsi3).
     assert_eq!(
         in_index(tables, "gsi1", "gsi1pk", "USER#t1#u1").await,
-        [base.clone()]
+        vec![base.clone()]
     );
     let pending = status_shards(tables, "PENDING").await;
     assert_eq!(pending.len(), 1, "{pending:?}");
     let shard = pending[0].0;
     assert_eq!(
         in_index(tables, "gsi3", "gsi3pk", &format!("ORDER#t1#{order_id}")).await,
-        [base.clone()]
+        vec![base.clone()]
     );
 
     // PATCH the status: the item moves to the PAID partition, on the same shard.
@@ -143,7 +143,7 @@ async fn index_keys_follow_every_version_through_the_projection() {
     );
     assert_eq!(
         in_index(tables, "gsi1", "gsi1pk", "USER#t1#u2").await,
-        [base.clone()]
+        vec![base.clone()]
     );
     assert_eq!(data_item(tables, &base).await["gsi1sk"], gsi1sk_before);
 
