@@ -145,6 +145,13 @@ def _cold_section(r: dict) -> str:
             _kb_mib(s["hwm_median_kb"]),
         ])
     failures = [f"`{n}`: {s['failures'][0]}" for n, s in c.items() if s["failures"]]
+    model = r["cold"].get("model_load_us") or {}
+    model_line = (
+        f"Entity model: parsing and checking the compiled-in `model.toml` (the example model) took a median "
+        f"{model['median'] / 1000:.3f} ms (p90 {model['p90'] / 1000:.3f} ms) of the command handler's init, over "
+        f"{model['n']} starts in these runs (the handler logs it at every start)."
+        if model.get("median") is not None else ""
+    )
     parts = [
         "## 2. Cold path: process start to the first answered invocation",
         f"Milliseconds from spawning the process to the arrival of its first `POST .../invocation/{{id}}/response` at "
@@ -162,6 +169,8 @@ def _cold_section(r: dict) -> str:
         _table(["candidate", "first invocation does", "runs", "median ms", "p25–p75", "p10–p90", "min–max",
                 "init ms", "1st invocation ms", "2nd (warm) ms", "÷ Node mbc", "÷ floor", "peak RSS"], rows, "llrrrrrrrrrrr"),
     ]
+    if model_line:
+        parts.append(model_line)
     if failures:
         parts.append("Failed runs (not counted): " + "; ".join(failures))
     return "\n\n".join(parts)

@@ -537,7 +537,24 @@ def phase_cold(results: dict, target: Path, api: RuntimeApi) -> None:
             "hwm_median_kb": statistics.median([x["hwm_kb"] for x in s if x["hwm_kb"]]) if s else None,
             "samples_ms": total,
         }
-    results["cold"].update({"candidates": summary, "load_after": loadavg()})
+    # The entity model's share of the command handler's init: it logs how long parsing and checking
+    # the compiled-in model.toml took at every start ("entity model loaded ... micros=N").
+    model_us = []
+    log_text = (logs / "command-handler.log").read_text(errors="replace") if (logs / "command-handler.log").exists() else ""
+    for line in log_text.splitlines():
+        if "entity model loaded" in line:
+            m = re.search(r'micros[=":\s]+(\d+)', line)
+            if m:
+                model_us.append(int(m.group(1)))
+    results["cold"].update({
+        "candidates": summary,
+        "load_after": loadavg(),
+        "model_load_us": {
+            "n": len(model_us),
+            "median": statistics.median(model_us) if model_us else None,
+            "p90": quantile([float(x) for x in model_us], 0.90) if model_us else None,
+        },
+    })
 
 
 # ------------------------------------------------------------------------------------- memory ---

@@ -16,6 +16,7 @@ const EXPECTED: &[(&str, u16, Option<i64>)] = &[
     ("04-delete.json", 202, Some(4)),
     ("05-conflict.json", 409, None),
     ("06-bad-body.json", 400, None),
+    ("07-create-by-entity.json", 202, Some(1)),
 ];
 
 #[tokio::test]
