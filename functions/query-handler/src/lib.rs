@@ -342,12 +342,22 @@ async fn get_item(
             return Err(ApiError::NotFound(format!("no item {pk} / {sk}")));
         }
         (data, Some(min)) => {
-            // The data table is behind (or has not seen the item yet): read the command table.
-            let newest = app
+            // The data table is behind (or has not seen the item yet): the item's head record
+            // names its newest version in one read; an item without a head (written before heads
+            // existed, or by mbc-cqrs-serverless) is looked up in the command table's rows.
+            let newest = match app
                 .store
-                .latest_command_version(pk, sk)
+                .get_head(&cqrs_keys::generate_id(pk, sk))
                 .await
-                .map_err(store_error)?;
+                .map_err(store_error)?
+            {
+                Some(newest) => Some(newest),
+                None => app
+                    .store
+                    .latest_command_version(pk, sk)
+                    .await
+                    .map_err(store_error)?,
+            };
             let command = match newest {
                 Some(newest) if newest >= min => app
                     .store

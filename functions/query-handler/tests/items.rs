@@ -278,3 +278,30 @@ async fn unknown_and_repeated_query_parameters_are_400() {
             .assert_problem(400, Some(field));
     }
 }
+
+#[tokio::test]
+async fn min_version_reads_the_newest_version_from_the_head_record() {
+    let h = Harness::new().await;
+    for version in [0, 1] {
+        let (status, body) = h
+            .command(
+                "POST",
+                &USER_T1,
+                json!({"pk": "PRODUCT#t1", "sk": "HEADED", "version": version}),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+    }
+    // A stray row above the head (not written by the command handler) is not the item's newest
+    // version: the head, written in one transaction with every version, says which one is.
+    h.put_command(&version_item("PRODUCT#t1", "HEADED", 9, false))
+        .await;
+    let a = h
+        .get(&USER_T1, "/items/PRODUCT%23t1/HEADED?minVersion=2")
+        .await;
+    assert_eq!((a.status, a.header("read-source")), (200, Some("command")));
+    assert_eq!(a.body["version"], 2, "{}", a.body);
+    h.get(&USER_T1, "/items/PRODUCT%23t1/HEADED?minVersion=3")
+        .await
+        .assert_problem(404, None);
+}

@@ -118,16 +118,20 @@ fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
                 &["*"],
             ),
         ],
-        QUERY_FN => &[(
-            &["dynamodb:GetItem", "dynamodb:Query"],
-            &[
-                "${DataTable.Arn}",
-                "${DataTable.Arn}/index/*",
-                "${HistoryTable.Arn}",
-                "${HistoryTable.Arn}/index/*",
-                "${CommandTable.Arn}",
-            ],
-        )],
+        QUERY_FN => &[
+            (
+                &["dynamodb:GetItem", "dynamodb:Query"],
+                &[
+                    "${DataTable.Arn}",
+                    "${DataTable.Arn}/index/*",
+                    "${HistoryTable.Arn}",
+                    "${HistoryTable.Arn}/index/*",
+                    "${CommandTable.Arn}",
+                ],
+            ),
+            // minVersion: one read of the item's head record.
+            (&["dynamodb:GetItem"], &["${IdempotencyTable.Arn}"]),
+        ],
         other => panic!("no expected grants for {other}"),
     };
     grants
