@@ -91,9 +91,6 @@ pub struct Accepted {
     pub sk: String,
     /// The version written.
     pub version: i64,
-    /// The model entity of the item, when it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub entity: Option<String>,
 }
 
 /// Answers one HTTP request. Never fails: every refusal is a problem document.
@@ -208,7 +205,6 @@ fn replay(first: &IdempotencyRecord, this: &IdempotencyRecord) -> Result<Respons
             pk: first.item_pk.clone(),
             sk: first.item_sk.clone(),
             version: first.version,
-            entity: None,
         },
         true,
     ))
@@ -221,7 +217,6 @@ impl From<&cqrs_item::Item> for Accepted {
             pk: item.pk.clone(),
             sk: item.sk.clone(),
             version: item.version,
-            entity: item.entity.clone(),
         }
     }
 }

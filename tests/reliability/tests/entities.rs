@@ -91,7 +91,6 @@ async fn index_keys_follow_every_version_through_the_projection() {
         .await;
     assert_eq!(created.status, 202, "{}", created.text);
     assert_eq!(created.body["pk"], "ORDER#t1");
-    assert_eq!(created.body["entity"], "order");
     let sk = created.body["sk"].as_str().unwrap().to_string();
     let base = sk.trim_end_matches("@1").to_string();
     let order_id = base.trim_start_matches("ORDER#").to_string();
