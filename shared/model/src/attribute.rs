@@ -308,6 +308,32 @@ impl Attribute {
         }
     }
 
+    /// Appends the value as a key part to `out` ([`Attribute::key_part`] without the intermediate
+    /// string for plain strings and enums). `checked`: the value was already checked against the
+    /// type ([`Attribute::check`]).
+    pub(crate) fn push_key_part(
+        &self,
+        value: ValueRef<'_>,
+        bucket: Option<Bucket>,
+        checked: bool,
+        out: &mut String,
+    ) -> Result<(), String> {
+        match (self.ty, value, self.case) {
+            (AttrType::String, ValueRef::Str(s), None) | (AttrType::Enum, ValueRef::Str(s), _) => {
+                if !checked {
+                    self.check(value)?;
+                }
+                validate_component("key part", s).map_err(|e| e.to_string())?;
+                out.push_str(s);
+                Ok(())
+            }
+            _ => {
+                out.push_str(&self.key_part(value, bucket)?);
+                Ok(())
+            }
+        }
+    }
+
     /// The longest key part this attribute can give (bytes), `None` when unbounded.
     pub(crate) fn max_key_len(&self, bucket: Option<Bucket>) -> Option<usize> {
         match self.ty {

@@ -123,7 +123,7 @@ impl Entity {
     /// assert_eq!((pk.as_str(), sk.as_str()), ("ORDER#tenant001", "ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT2M#001"));
     /// ```
     pub fn primary_key(&self, view: &ItemView<'_>) -> Result<(String, String), DeriveError> {
-        let pk = match self.render(&self.pk, view, None)? {
+        let pk = match self.render(&self.pk, view, None, false)? {
             Rendered::Text(pk) => pk,
             Rendered::Missing(name) => {
                 return Err(derive_error(
@@ -132,7 +132,7 @@ impl Entity {
                 ));
             }
         };
-        let sk = match self.render(&self.sk, view, None)? {
+        let sk = match self.render(&self.sk, view, None, false)? {
             Rendered::Text(sk) => sk,
             Rendered::Missing(name) => {
                 return Err(derive_error(&name, "is part of the sort key and missing"));
@@ -168,6 +168,7 @@ impl Entity {
         self.validate(view.attributes)?;
         let (pk, sk) = self.primary_key(view)?;
         let id = generate_id(&pk, &sk);
+        let id_hash = cqrs_keys::fnv1a_64(id.as_bytes());
         let mut index = BTreeMap::new();
         'indexes: for ei in &self.indexes {
             for (attr, allowed) in &ei.when {
@@ -205,27 +206,29 @@ impl Entity {
                         Some(Part::Shard(n)) => KeyValue::N(shard_of(&id, *n)?.to_string()),
                         _ => continue 'indexes,
                     },
-                    KeyType::S | KeyType::B => match self.render(template, view, Some(&id))? {
-                        Rendered::Text(text) => {
-                            let limit = if is_pk {
-                                MAX_PARTITION_KEY_BYTES
-                            } else {
-                                MAX_SORT_KEY_BYTES
-                            };
-                            if text.len() > limit {
-                                return Err(derive_error(
-                                    template.attribute_names().next().unwrap_or("attributes"),
-                                    format!(
-                                        "makes index `{}`'s key {name} {} bytes long, over DynamoDB's {limit}",
-                                        ei.index,
-                                        text.len()
-                                    ),
-                                ));
+                    KeyType::S | KeyType::B => {
+                        match self.render(template, view, Some(id_hash), true)? {
+                            Rendered::Text(text) => {
+                                let limit = if is_pk {
+                                    MAX_PARTITION_KEY_BYTES
+                                } else {
+                                    MAX_SORT_KEY_BYTES
+                                };
+                                if text.len() > limit {
+                                    return Err(derive_error(
+                                        template.attribute_names().next().unwrap_or("attributes"),
+                                        format!(
+                                            "makes index `{}`'s key {name} {} bytes long, over DynamoDB's {limit}",
+                                            ei.index,
+                                            text.len()
+                                        ),
+                                    ));
+                                }
+                                KeyValue::S(text)
                             }
-                            KeyValue::S(text)
+                            Rendered::Missing(_) => continue 'indexes,
                         }
-                        Rendered::Missing(_) => continue 'indexes,
-                    },
+                    }
                 };
                 values.push((name.to_string(), value));
             }
@@ -289,25 +292,34 @@ impl Entity {
         self.attributes.get(name)
     }
 
+    /// Renders a template. `id_hash` is the stable hash of the item id (index keys only: shards);
+    /// `checked` says the tenant and the attributes were already validated ([`Entity::derive`]).
     fn render(
         &self,
         template: &Template,
         view: &ItemView<'_>,
-        id: Option<&str>,
+        id_hash: Option<u64>,
+        checked: bool,
     ) -> Result<Rendered, DeriveError> {
-        let mut out = String::new();
+        let mut out = String::with_capacity(64);
         for part in template.parts() {
             match part {
                 Part::Lit(text) => out.push_str(text),
                 Part::Tenant => {
-                    cqrs_keys::validate_component("tenant", view.tenant)
-                        .map_err(|e| derive_error("tenant", e.to_string()))?;
+                    if !checked {
+                        cqrs_keys::validate_component("tenant", view.tenant)
+                            .map_err(|e| derive_error("tenant", e.to_string()))?;
+                    }
                     out.push_str(view.tenant);
                 }
                 Part::Shard(n) => {
-                    let id =
-                        id.ok_or_else(|| derive_error("shard", "only index keys have shards"))?;
-                    out.push_str(&shard_of(id, *n)?.to_string());
+                    let hash = id_hash
+                        .ok_or_else(|| derive_error("shard", "only index keys have shards"))?;
+                    if *n == 0 {
+                        return Err(derive_error("shard", "the shard count is 0"));
+                    }
+                    // The same shard as `cqrs_keys::shard_for_id(id, n)`: FNV-1a of the id, mod n.
+                    out.push_str(&(hash % u64::from(*n)).to_string());
                 }
                 Part::Attr { name, bucket } => match self.attribute_of(name) {
                     None if name == CREATED_AT => {
@@ -327,12 +339,9 @@ impl Entity {
                     None => return Ok(Rendered::Missing(name.clone())),
                     Some(attr) => match view.attributes.attribute(name) {
                         None | Some(ValueRef::Null) => return Ok(Rendered::Missing(name.clone())),
-                        Some(value) => {
-                            let part = attr
-                                .key_part(value, *bucket)
-                                .map_err(|m| derive_error(name, m))?;
-                            out.push_str(&part);
-                        }
+                        Some(value) => attr
+                            .push_key_part(value, *bucket, checked, &mut out)
+                            .map_err(|m| derive_error(name, m))?,
                     },
                 },
             }
