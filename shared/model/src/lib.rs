@@ -40,6 +40,7 @@ mod cloudformation;
 mod derive;
 mod lang;
 mod model;
+mod query;
 mod spec;
 mod template;
 mod value;
@@ -53,5 +54,6 @@ pub use model::{
     CREATED_AT, DEFAULT_TENANT_MAX, Entity, EntityIndex, ITEM_FIELDS, Index, KeyAttr, KeyType,
     MODEL_TOML, Model, ModelError, ModelErrors, Pattern, Projection, SortCondition,
 };
+pub use query::{PatternQuery, PlanError, RANGE_PARAMS, SortKeyCondition, SortOp};
 pub use template::{Bucket, Part, Template};
 pub use value::{AttributeSource, KeyValue, ValueRef};
