@@ -1,4 +1,4 @@
-//! Cursors: opaque continuation tokens of the two listings.
+//! Cursors: opaque continuation tokens of the two listings and of the access patterns.
 //!
 //! A cursor is base64url (no padding) of a small JSON document holding the store's start key and
 //! what the listing it belongs to was: the listing (`items` or `versions`), the order, the sort
@@ -27,8 +27,12 @@
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use cqrs_keys::MAX_SORT_KEY_BYTES;
+use cqrs_model::{KeyValue, PatternQuery};
 use cqrs_problem::ApiError;
+use cqrs_store::entries::EntryKey;
 use cqrs_store::query::{Order, PageKey, PartitionQuery, SortKeyRange, VersionKey, VersionQuery};
+
+use crate::pattern::{PatternCursor, ShardPosition};
 use serde::{Deserialize, Serialize};
 
 /// The parameter name a bad cursor is reported under.
@@ -230,6 +234,186 @@ pub fn decode_versions(cursor: &str, query: &VersionQuery) -> Result<VersionKey,
     };
     if key != VersionKey::new(&query.pk, &query.base_sk, version) {
         return Err(mismatch("another item"));
+    }
+    Ok(key)
+}
+
+/// What a pattern cursor holds: the pattern, the fingerprint of its tenant and parameters, the
+/// order, and each shard's position (`0` not started, `1` done, or the entry's sort and table key
+/// attributes; the partition is the shard's own and is not repeated).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatternToken {
+    #[serde(rename = "l")]
+    listing: String,
+    #[serde(rename = "p")]
+    pattern: String,
+    #[serde(rename = "f")]
+    fingerprint: String,
+    #[serde(rename = "o")]
+    order: String,
+    #[serde(rename = "s")]
+    shards: Vec<serde_json::Value>,
+}
+
+const PATTERN: &str = "query";
+
+/// The cursor continuing the pattern read `plan` in `order` at `cursor`.
+///
+/// ```
+/// use cqrs_store::query::Order;
+/// use query_handler::{cursor, pattern::PatternCursor};
+///
+/// let model = cqrs_model::Model::example();
+/// let plan = model.query("orders_by_status", "t1", &[("status", "PAID")]).unwrap();
+/// let text = cursor::encode_pattern(&plan, Order::Ascending, &PatternCursor::start(10));
+/// assert_eq!(cursor::decode_pattern(&text, &plan, Order::Ascending).unwrap(), PatternCursor::start(10));
+/// let other = model.query("orders_by_status", "t2", &[("status", "PAID")]).unwrap();
+/// assert_eq!(cursor::decode_pattern(&text, &other, Order::Ascending).unwrap_err().status(), 400);
+/// ```
+pub fn encode_pattern(plan: &PatternQuery<'_>, order: Order, cursor: &PatternCursor) -> String {
+    let partition: Vec<&str> = plan
+        .partition_attrs
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    let shards = cursor
+        .shards
+        .iter()
+        .map(|position| match position {
+            ShardPosition::Start => serde_json::Value::from(0),
+            ShardPosition::Done => serde_json::Value::from(1),
+            ShardPosition::After(key) => serde_json::Value::Object(
+                key.iter()
+                    .filter(|(name, _)| !partition.contains(&name.as_str()))
+                    .map(|(name, value)| {
+                        let ty = if value.is_number() { "N" } else { "S" };
+                        (name.clone(), serde_json::json!([ty, value.as_str()]))
+                    })
+                    .collect(),
+            ),
+        })
+        .collect();
+    let token = PatternToken {
+        listing: PATTERN.into(),
+        pattern: plan.pattern.name.clone(),
+        fingerprint: format!("{:016x}", plan.fingerprint()),
+        order: order_name(order).into(),
+        shards,
+    };
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
+}
+
+/// The shard positions of `cursor` for the pattern read `plan` in `order`, or a 400 when the cursor
+/// does not decode, was made for another pattern, tenant, parameter set or order, or holds a
+/// position outside what `plan` reads for this caller: every sort key attribute inside the key
+/// condition, the table keys of one of the pattern's entities in the caller's tenant, nothing else.
+///
+/// ```
+/// use cqrs_store::query::Order;
+/// use query_handler::cursor;
+///
+/// let model = cqrs_model::Model::example();
+/// let plan = model.query("items_of_order", "t1", &[("orderId", "o1")]).unwrap();
+/// assert_eq!(cursor::decode_pattern("e30", &plan, Order::Ascending).unwrap_err().status(), 400);
+/// ```
+pub fn decode_pattern(
+    cursor: &str,
+    plan: &PatternQuery<'_>,
+    order: Order,
+) -> Result<PatternCursor, ApiError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| ApiError::bad_field(FIELD, "is not a cursor of this API (not base64url)"))?;
+    let token: PatternToken = serde_json::from_slice(&bytes)
+        .map_err(|_| ApiError::bad_field(FIELD, "is not a cursor of this API"))?;
+    if token.listing != PATTERN {
+        return Err(mismatch("another listing"));
+    }
+    if token.pattern != plan.pattern.name {
+        return Err(mismatch("another access pattern"));
+    }
+    if token.fingerprint != format!("{:016x}", plan.fingerprint()) {
+        return Err(mismatch("other parameters or another tenant"));
+    }
+    if token.order != order_name(order) {
+        return Err(mismatch("another order"));
+    }
+    if token.shards.len() != plan.partitions.len() {
+        return Err(mismatch("another number of shards"));
+    }
+    let mut shards = Vec::with_capacity(token.shards.len());
+    for (shard, value) in token.shards.iter().enumerate() {
+        let position = match value {
+            serde_json::Value::Number(n) if n.as_u64() == Some(0) => ShardPosition::Start,
+            serde_json::Value::Number(n) if n.as_u64() == Some(1) => ShardPosition::Done,
+            serde_json::Value::Object(members) => {
+                ShardPosition::After(position_key(plan, shard, members)?)
+            }
+            _ => return Err(ApiError::bad_field(FIELD, "is not a cursor of this API")),
+        };
+        shards.push(position);
+    }
+    Ok(PatternCursor { shards })
+}
+
+/// A shard position of a cursor as a start key, checked against what `plan` reads.
+fn position_key(
+    plan: &PatternQuery<'_>,
+    shard: usize,
+    members: &serde_json::Map<String, serde_json::Value>,
+) -> Result<EntryKey, ApiError> {
+    let outside = || mismatch("a position outside this pattern's read");
+    let mut expected: Vec<&str> = plan.sort_attrs.iter().map(|a| a.name.as_str()).collect();
+    for table_key in ["pk", "sk"] {
+        if !expected.contains(&table_key) {
+            expected.push(table_key);
+        }
+    }
+    let partition: Vec<&str> = plan
+        .partition_attrs
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    expected.retain(|name| !partition.contains(name));
+    if members.len() != expected.len() {
+        return Err(outside());
+    }
+    let mut key = EntryKey::new();
+    for name in expected {
+        let value = match members
+            .get(name)
+            .and_then(|v| v.as_array())
+            .map(Vec::as_slice)
+        {
+            Some([ty, text]) => match (ty.as_str(), text.as_str()) {
+                (Some("S"), Some(text)) => KeyValue::S(text.to_string()),
+                (Some("N"), Some(text)) => KeyValue::N(text.to_string()),
+                _ => return Err(outside()),
+            },
+            _ => return Err(outside()),
+        };
+        if value.as_str().is_empty() || value.as_str().len() > MAX_SORT_KEY_BYTES * 2 {
+            return Err(outside());
+        }
+        key.insert(name.to_string(), value);
+    }
+    let partition_values = plan.partitions.get(shard).ok_or_else(outside)?;
+    for (attr, value) in plan.partition_attrs.iter().zip(partition_values) {
+        key.insert(attr.name.clone(), value.clone());
+    }
+    let sort: Option<Vec<KeyValue>> = plan
+        .sort_attrs
+        .iter()
+        .map(|a| key.get(&a.name).cloned())
+        .collect();
+    if !sort.is_some_and(|sort| plan.in_range(&sort)) {
+        return Err(outside());
+    }
+    match (key.get("pk"), key.get("sk")) {
+        (Some(KeyValue::S(pk)), Some(KeyValue::S(sk)))
+            if plan.entity_of_table_key(pk, sk).is_some() => {}
+        _ => return Err(outside()),
     }
     Ok(key)
 }

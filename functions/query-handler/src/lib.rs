@@ -6,6 +6,7 @@
 //! | `GET /items/{pk}/{sk}` | the latest state of an item (data table, or the command table with `minVersion`) |
 //! | `GET /items/{pk}/{sk}/versions` | a page of the item's history, by version number |
 //! | `GET /items/{pk}/{sk}/versions/{v}` | one version from the history table |
+//! | `GET /query/{pattern}` | a page of a named access pattern of the entity model ([`pattern`]) |
 //!
 //! A request goes through these steps, each of which may refuse it before anything is read: the
 //! route ([`route`], 404) and the method (405), the caller (JWT claims, or local headers with
@@ -34,7 +35,10 @@
 
 pub mod cursor;
 pub mod params;
+pub mod pattern;
 pub mod route;
+
+use std::sync::Arc;
 
 use cqrs_caller::{Caller, CallerMode, request_id, request_path};
 use cqrs_item::Item;
@@ -42,6 +46,7 @@ use cqrs_keys::{
     MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, generate_id, tenant_code, validate_partition_key,
     validate_sort_key,
 };
+use cqrs_model::Model;
 use cqrs_problem::ApiError;
 use cqrs_store::{
     Store, StoreError,
@@ -64,13 +69,31 @@ use crate::route::{Route, decode_segment};
 /// ```
 pub const READ_SOURCE_HEADER: &str = "read-source";
 
-/// What the handler needs for every request: the store and where callers come from.
+/// What the handler needs for every request: the store, where callers come from, and the entity
+/// model whose access patterns `/query/{pattern}` serves.
 #[derive(Debug, Clone)]
 pub struct App {
     /// The DynamoDB store.
     pub store: Store,
     /// Claims, or local headers.
     pub caller_mode: CallerMode,
+    /// The entity model compiled into the function.
+    pub model: Arc<Model>,
+}
+
+impl App {
+    /// The handler's state with the compiled-in entity model ([`Model::embedded`]).
+    ///
+    /// # Errors
+    ///
+    /// When the compiled-in model does not check (the message names the entity and field).
+    pub fn new(store: Store, caller_mode: CallerMode) -> Result<Self, cqrs_model::ModelErrors> {
+        Ok(App {
+            store,
+            caller_mode,
+            model: Arc::new(Model::embedded()?),
+        })
+    }
 }
 
 /// The body of a listing: one page of items and the cursor of the next page (`null` on the last
@@ -236,11 +259,26 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
         )));
     }
     let caller = Caller::from_request(request, app.caller_mode)?;
+    let query = request.query_string_parameters();
+    let Some(pk) = route.pk() else {
+        let Route::Pattern { name } = route else {
+            return Err(ApiError::Internal("a route without a partition".into()));
+        };
+        let name = decode_segment("pattern", name)?;
+        return list_pattern(
+            Reader {
+                app,
+                caller: &caller,
+            },
+            &name,
+            &query,
+        )
+        .await;
+    };
     // The partition first, and the tenant rules before anything else of the request is looked at.
-    let pk = decode_segment("pk", route.pk())?;
+    let pk = decode_segment("pk", pk)?;
     validate_partition_key(&pk).map_err(|e| ApiError::bad_field("pk", e))?;
     caller.authorize_read(&pk)?;
-    let query = request.query_string_parameters();
     let headers = request.headers();
     let reader = Reader {
         app,
@@ -262,6 +300,7 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
             Params::new(&query, &[])?;
             get_version(reader, &pk, &sk, version, headers).await
         }
+        Route::Pattern { .. } => Err(ApiError::Internal("a pattern with a partition".into())),
     }
 }
 
@@ -512,6 +551,75 @@ async fn list_versions(
     let cursor = page
         .next
         .map(|key| cursor::encode_versions(&store_query, &key));
+    Ok(json(
+        StatusCode::OK,
+        &Listing {
+            items: page.items.into_iter().map(|i| reader.view(i)).collect(),
+            cursor,
+        },
+    ))
+}
+
+/// The parameters of `/query/{pattern}` besides the pattern's own.
+const PATTERN_PAGING: [&str; 4] = ["order", "limit", "cursor", "includeDeleted"];
+
+/// `GET /query/{pattern}`: a page of a named access pattern.
+async fn list_pattern(
+    reader: Reader<'_>,
+    name: &str,
+    query: &lambda_http::aws_lambda_events::query_map::QueryMap,
+) -> Result<Response<Body>, ApiError> {
+    let model = &reader.app.model;
+    let Some(pattern) = model.pattern(name) else {
+        let known: Vec<&str> = model.patterns().iter().map(|p| p.name.as_str()).collect();
+        return Err(ApiError::NotFound(format!(
+            "no access pattern {name:?}; the model has {}",
+            known.join(", ")
+        )));
+    };
+    let mut allowed: Vec<&str> = PATTERN_PAGING.to_vec();
+    allowed.extend(pattern.params.iter().map(String::as_str));
+    if pattern.sort.contains(&cqrs_model::SortCondition::Range) {
+        allowed.extend(cqrs_model::RANGE_PARAMS);
+    }
+    let params = Params::new(query, &allowed)?;
+    let given: Vec<(&str, &str)> = query
+        .iter()
+        .filter(|(name, _)| !PATTERN_PAGING.contains(name))
+        .collect();
+    let plan = model
+        .query(name, &reader.caller.tenant_code, &given)
+        .map_err(|e| ApiError::bad_field(&e.param, e.message))?;
+    let order = params.order(Order::Ascending)?;
+    let cursor = match params.get("cursor")? {
+        Some(text) => Some(cursor::decode_pattern(text, &plan, order)?),
+        None => None,
+    };
+    let page = pattern::read_page(
+        &reader.app.store,
+        model,
+        &plan,
+        pattern::PageRequest {
+            order,
+            limit: params.limit()?,
+            include_deleted: params.flag("includeDeleted")?,
+            cursor,
+        },
+    )
+    .await
+    .map_err(store_error)?;
+    tracing::debug!(
+        pattern = name,
+        queries = page.stats.queries,
+        entries = page.stats.entries,
+        reread = page.stats.reread,
+        stale = page.stats.stale,
+        items = page.items.len(),
+        "pattern page"
+    );
+    let cursor = page
+        .cursor
+        .map(|c| cursor::encode_pattern(&plan, order, &c));
     Ok(json(
         StatusCode::OK,
         &Listing {

@@ -17,10 +17,17 @@ async fn main() -> Result<(), Error> {
     let tables = Tables::from_env()?;
     let caller_mode = CallerMode::from_env()?;
     let config = aws_config::load_from_env().await;
-    let app = App {
-        store: Store::new(aws_sdk_dynamodb::Client::new(&config), tables),
+    let started = std::time::Instant::now();
+    let app = App::new(
+        Store::new(aws_sdk_dynamodb::Client::new(&config), tables),
         caller_mode,
-    };
+    )?;
+    tracing::info!(
+        revision = app.model.revision(),
+        patterns = app.model.patterns().len(),
+        micros = started.elapsed().as_micros() as u64,
+        "entity model loaded"
+    );
     let app = &app;
     lambda_http::run(service_fn(move |request: Request| async move {
         Ok::<_, Error>(query_handler::handle(app, request).await)

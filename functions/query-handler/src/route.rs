@@ -12,6 +12,7 @@
 //! | `/items/{pk}/{sk}` | [`Route::Item`] |
 //! | `/items/{pk}/{sk}/versions` | [`Route::Versions`] |
 //! | `/items/{pk}/{sk}/versions/{v}` | [`Route::Version`] |
+//! | `/query/{pattern}` | [`Route::Pattern`] |
 //!
 //! ```
 //! use query_handler::route::{Route, parse_path};
@@ -53,6 +54,11 @@ pub enum Route<'a> {
         /// Sort key segment.
         sk: &'a str,
     },
+    /// `GET /query/{pattern}`: a page of a named access pattern of the entity model.
+    Pattern {
+        /// The pattern name segment.
+        name: &'a str,
+    },
     /// `GET /items/{pk}/{sk}/versions/{v}`: one version of an item.
     Version {
         /// Partition key segment.
@@ -65,18 +71,19 @@ pub enum Route<'a> {
 }
 
 impl<'a> Route<'a> {
-    /// The partition key segment, still encoded.
+    /// The partition key segment, still encoded (`None` for a pattern).
     ///
     /// ```
     /// let route = query_handler::route::parse_path("/items/a%23b/c", None).unwrap();
-    /// assert_eq!(route.pk(), "a%23b");
+    /// assert_eq!(route.pk(), Some("a%23b"));
     /// ```
-    pub fn pk(&self) -> &'a str {
+    pub fn pk(&self) -> Option<&'a str> {
         match *self {
             Route::Partition { pk }
             | Route::Item { pk, .. }
             | Route::Versions { pk, .. }
-            | Route::Version { pk, .. } => pk,
+            | Route::Version { pk, .. } => Some(pk),
+            Route::Pattern { .. } => None,
         }
     }
 }
@@ -95,12 +102,14 @@ impl<'a> Route<'a> {
 /// assert_eq!(parse_path("/items/P%23t1/a/", None).unwrap(), Route::Item { pk: "P%23t1", sk: "a" });
 /// assert_eq!(parse_path("/items", None).unwrap_err().status(), 404);
 /// assert_eq!(parse_path("/items/P%23t1/a/history", None).unwrap_err().status(), 404);
+/// assert_eq!(parse_path("/query/orders_of_user", None).unwrap(), Route::Pattern { name: "orders_of_user" });
+/// assert_eq!(parse_path("/query/a/b", None).unwrap_err().status(), 404);
 /// ```
 pub fn parse_path<'a>(path: &'a str, stage: Option<&str>) -> Result<Route<'a>, ApiError> {
     let not_found = || {
         ApiError::NotFound(format!(
             "no route {path}: use /items/{{pk}}, /items/{{pk}}/{{sk}}, \
-             /items/{{pk}}/{{sk}}/versions or /items/{{pk}}/{{sk}}/versions/{{v}}"
+             /items/{{pk}}/{{sk}}/versions, /items/{{pk}}/{{sk}}/versions/{{v}} or /query/{{pattern}}"
         ))
     };
     let mut trimmed = path.strip_suffix('/').unwrap_or(path);
@@ -108,9 +117,16 @@ pub fn parse_path<'a>(path: &'a str, stage: Option<&str>) -> Result<Route<'a>, A
         && let Some(rest) = trimmed
             .strip_prefix('/')
             .and_then(|p| p.strip_prefix(stage))
-        && rest.starts_with("/items")
+        && (rest.starts_with("/items") || rest.starts_with("/query"))
     {
         trimmed = rest;
+    }
+    if let Some(name) = trimmed.strip_prefix("/query/") {
+        return match name {
+            "" => Err(not_found()),
+            name if name.contains('/') => Err(not_found()),
+            name => Ok(Route::Pattern { name }),
+        };
     }
     let Some(rest) = trimmed.strip_prefix("/items/") else {
         return Err(not_found());

@@ -310,8 +310,7 @@ impl Model {
                 // values against its own attribute declarations.
                 let mut text = None;
                 for entity in &entities {
-                    let rendered =
-                        render(entity, template, tenant, &get, Some(shard), &mut used)?;
+                    let rendered = render(entity, template, tenant, &get, Some(shard), &mut used)?;
                     if let Some((_, part)) = rendered.open {
                         let name = part_name(&part);
                         return Err(plan_error(
@@ -396,7 +395,8 @@ impl Model {
             // A complete sort key on an overloaded index or the table is one item.
             if sort.is_none()
                 && open.is_none()
-                && let (Some(last), Some(key)) = (sort_equal.pop(), sort_attrs.get(sort_equal.len()))
+                && let (Some(last), Some(key)) =
+                    (sort_equal.pop(), sort_attrs.get(sort_equal.len()))
             {
                 sort = Some(SortKeyCondition {
                     attribute: key.name.clone(),
@@ -527,8 +527,13 @@ impl<'m> PatternQuery<'m> {
     /// assert_eq!(q.matches(reading, &pk, &at("2024-01-15T10:00:00.001Z")), Some(0));
     /// assert_eq!(q.matches(reading, &pk, &at("2024-01-15T10:00:00.000Z")), None);
     /// ```
-    pub fn matches(&self, entity: &Entity, partition: &[KeyValue], sort: &[KeyValue]) -> Option<usize> {
-        if !self.pattern.entities.iter().any(|e| *e == entity.name) {
+    pub fn matches(
+        &self,
+        entity: &Entity,
+        partition: &[KeyValue],
+        sort: &[KeyValue],
+    ) -> Option<usize> {
+        if !self.pattern.entities.contains(&entity.name) {
             return None;
         }
         let shard = self.partitions.iter().position(|p| p == partition)?;
@@ -563,7 +568,10 @@ impl<'m> PatternQuery<'m> {
     pub fn entity_of_table_key(&self, pk: &str, sk: &str) -> Option<&'m Entity> {
         self.entities.iter().copied().find(|entity| {
             entity.read_keys(pk, sk).is_some_and(|values| {
-                entity.common || values.iter().any(|(n, v)| n == "tenant" && *v == self.tenant)
+                entity.common
+                    || values
+                        .iter()
+                        .any(|(n, v)| n == "tenant" && *v == self.tenant)
             })
         })
     }
@@ -596,7 +604,10 @@ fn key_shape(
                 .ok_or_else(|| {
                     plan_error(
                         "pattern",
-                        format!("entity {:?} does not fill index {:?}", entity.name, index.name),
+                        format!(
+                            "entity {:?} does not fill index {:?}",
+                            entity.name, index.name
+                        ),
                     )
                 })?;
             Ok((
@@ -610,7 +621,11 @@ fn key_shape(
 }
 
 /// The template of sort attribute `position` of `entity` on the table or an index.
-fn sort_template<'e>(entity: &'e Entity, index: Option<&Index>, position: usize) -> Option<&'e Template> {
+fn sort_template<'e>(
+    entity: &'e Entity,
+    index: Option<&Index>,
+    position: usize,
+) -> Option<&'e Template> {
     match index {
         None => (position == 0).then_some(&entity.sk),
         Some(index) => entity
@@ -635,9 +650,9 @@ fn part_name(part: &Part) -> String {
 fn attribute_of<'e>(entity: &'e Entity, name: &str) -> Option<std::borrow::Cow<'e, Attribute>> {
     match entity.attributes.get(name) {
         Some(attr) => Some(std::borrow::Cow::Borrowed(attr)),
-        None if name == CREATED_AT => Some(std::borrow::Cow::Owned(Attribute::new(
-            AttrType::Timestamp,
-        ))),
+        None if name == CREATED_AT => {
+            Some(std::borrow::Cow::Owned(Attribute::new(AttrType::Timestamp)))
+        }
         None => None,
     }
 }
@@ -649,8 +664,12 @@ fn format_param(
     bucket: Option<Bucket>,
     value: &str,
 ) -> Result<String, PlanError> {
-    let attr = attribute_of(entity, name)
-        .ok_or_else(|| plan_error(name, format!("is not an attribute of entity {:?}", entity.name)))?;
+    let attr = attribute_of(entity, name).ok_or_else(|| {
+        plan_error(
+            name,
+            format!("is not an attribute of entity {:?}", entity.name),
+        )
+    })?;
     let view = match attr.ty {
         AttrType::Number => ValueRef::Num(value),
         AttrType::Boolean => match value {
@@ -717,10 +736,12 @@ fn render<'p>(
 
 /// The literal text every template of a collection begins with.
 fn common_literal_prefix(templates: &[Vec<Template>]) -> String {
-    let mut prefixes = templates.iter().map(|ts| match ts.first().map(|t| t.parts()) {
-        Some([Part::Lit(lit), ..]) => lit.clone(),
-        _ => String::new(),
-    });
+    let mut prefixes = templates
+        .iter()
+        .map(|ts| match ts.first().map(|t| t.parts()) {
+            Some([Part::Lit(lit), ..]) => lit.clone(),
+            _ => String::new(),
+        });
     let Some(mut common) = prefixes.next() else {
         return String::new();
     };
@@ -745,7 +766,10 @@ fn key_value(key: &KeyAttr, text: String, partition: bool) -> Result<KeyValue, P
     if text.len() > limit {
         return Err(plan_error(
             &key.name,
-            format!("the parameters make this key {} bytes long, over DynamoDB's {limit}", text.len()),
+            format!(
+                "the parameters make this key {} bytes long, over DynamoDB's {limit}",
+                text.len()
+            ),
         ));
     }
     Ok(match key.ty {
@@ -767,7 +791,10 @@ fn bound<'p>(
     let Part::Attr { name, bucket } = part else {
         return Err(plan_error(
             param,
-            format!("the open sort key part is {}, which cannot be bounded", part_name(part)),
+            format!(
+                "the open sort key part is {}, which cannot be bounded",
+                part_name(part)
+            ),
         ));
     };
     let attr = attribute_of(entity, name)
@@ -793,7 +820,10 @@ fn bound<'p>(
                 }
             }
             let text = format_param(entity, name, *bucket, value).map_err(|e| {
-                plan_error(param, format!("{} (or a period such as 2024-01-15)", e.message))
+                plan_error(
+                    param,
+                    format!("{} (or a period such as 2024-01-15)", e.message),
+                )
             })?;
             Ok(Some(Bound {
                 text,
@@ -803,7 +833,10 @@ fn bound<'p>(
         _ => {
             let text = format_param(entity, name, *bucket, value)
                 .map_err(|e| plan_error(param, e.message))?;
-            Ok(Some(Bound { text, period: false }))
+            Ok(Some(Bound {
+                text,
+                period: false,
+            }))
         }
     }
 }
@@ -818,7 +851,10 @@ fn condition(
         if open.is_bounded() {
             return Err(plan_error(
                 "from",
-                format!("{} is a number key attribute: bounds on it are not supported", key.name),
+                format!(
+                    "{} is a number key attribute: bounds on it are not supported",
+                    key.name
+                ),
             ));
         }
         return Ok(None);
@@ -835,7 +871,10 @@ fn condition(
     ] {
         if a.is_some() && b.is_some() {
             let other = if name == "from" { "after" } else { "before" };
-            return Err(plan_error(name, format!("give {name} or {other}, not both")));
+            return Err(plan_error(
+                name,
+                format!("give {name} or {other}, not both"),
+            ));
         }
     }
     let lower = open.from.as_ref().or(open.after.as_ref());
@@ -852,7 +891,10 @@ fn condition(
         if text.len() > MAX_SORT_KEY_BYTES {
             return Err(plan_error(
                 name,
-                format!("makes the sort key bound {} bytes long, over DynamoDB's {MAX_SORT_KEY_BYTES}", text.len()),
+                format!(
+                    "makes the sort key bound {} bytes long, over DynamoDB's {MAX_SORT_KEY_BYTES}",
+                    text.len()
+                ),
             ));
         }
     }

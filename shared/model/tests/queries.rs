@@ -40,14 +40,22 @@ fn every_example_pattern_plans_a_query() {
 #[test]
 fn the_tenant_always_comes_from_the_caller() {
     let model = Model::example();
-    let q = model.query("orders_of_user", "t2", &[("userId", "u1")]).unwrap();
+    let q = model
+        .query("orders_of_user", "t2", &[("userId", "u1")])
+        .unwrap();
     assert_eq!(q.partitions, [vec![s("USER#t2#u1")]]);
     let e = model
-        .query("orders_of_user", "t2", &[("userId", "u1"), ("tenant", "t1")])
+        .query(
+            "orders_of_user",
+            "t2",
+            &[("userId", "u1"), ("tenant", "t1")],
+        )
         .unwrap_err();
     assert_eq!(e.param, "tenant");
     // A common entity's partition is `common`'s for every caller.
-    let q = model.query("auth_of_provider", "t2", &[("provider", "sso")]).unwrap();
+    let q = model
+        .query("auth_of_provider", "t2", &[("provider", "sso")])
+        .unwrap();
     assert_eq!(q.partitions, [vec![s("USER#common")]]);
     assert_eq!(q.sort.unwrap().op, SortOp::BeginsWith("sso#".into()));
 }
@@ -55,7 +63,9 @@ fn the_tenant_always_comes_from_the_caller() {
 #[test]
 fn sharded_partitions_are_one_per_shard() {
     let model = Model::example();
-    let q = model.query("orders_by_status", "t1", &[("status", "PAID")]).unwrap();
+    let q = model
+        .query("orders_by_status", "t1", &[("status", "PAID")])
+        .unwrap();
     assert!(q.is_sharded());
     let expected: Vec<Vec<KeyValue>> = (0..10)
         .map(|i| vec![s(&format!("STATUS#t1#PAID#SHARD#{i}"))])
@@ -76,18 +86,26 @@ fn sharded_partitions_are_one_per_shard() {
 #[test]
 fn a_sort_prefix_ends_on_a_whole_part() {
     let model = Model::example();
-    let q = model.query("items_of_order", "t1", &[("orderId", "1")]).unwrap();
+    let q = model
+        .query("items_of_order", "t1", &[("orderId", "1")])
+        .unwrap();
     let op = q.sort.clone().unwrap().op;
     assert_eq!(op, SortOp::BeginsWith("ORDER_ITEM#1#".into()));
     assert!(q.in_range(&[s("ORDER_ITEM#1#001")]));
     assert!(!q.in_range(&[s("ORDER_ITEM#10#001")]));
     // Every part given: one item.
     let q = model
-        .query("items_of_order", "t1", &[("orderId", "1"), ("itemId", "001")])
+        .query(
+            "items_of_order",
+            "t1",
+            &[("orderId", "1"), ("itemId", "001")],
+        )
         .unwrap();
     assert_eq!(q.sort.unwrap().op, SortOp::Equal(s("ORDER_ITEM#1#001")));
     // A later part without the one before it names the missing one.
-    let q = model.query("items_of_order", "t1", &[("itemId", "001")]).unwrap_err();
+    let q = model
+        .query("items_of_order", "t1", &[("itemId", "001")])
+        .unwrap_err();
     assert_eq!(q.param, "itemId");
     assert!(q.message.contains("orderId"), "{q}");
 }
@@ -116,31 +134,71 @@ fn ranges_bound_the_first_open_part() {
             format!("READING#2024-01-15T11:00:00.000Z{MAX}")
         )
     );
-    assert_eq!(q.matches(reading, &pk, &at("2024-01-15T10:00:00.000Z")), Some(0));
-    assert_eq!(q.matches(reading, &pk, &at("2024-01-15T11:00:00.000Z")), Some(0));
-    assert_eq!(q.matches(reading, &pk, &at("2024-01-15T11:00:00.001Z")), None);
-    assert_eq!(q.matches(reading, &pk, &at("2024-01-15T09:59:59.999Z")), None);
+    assert_eq!(
+        q.matches(reading, &pk, &at("2024-01-15T10:00:00.000Z")),
+        Some(0)
+    );
+    assert_eq!(
+        q.matches(reading, &pk, &at("2024-01-15T11:00:00.000Z")),
+        Some(0)
+    );
+    assert_eq!(
+        q.matches(reading, &pk, &at("2024-01-15T11:00:00.001Z")),
+        None
+    );
+    assert_eq!(
+        q.matches(reading, &pk, &at("2024-01-15T09:59:59.999Z")),
+        None
+    );
     // Another sensor's partition never matches.
     assert_eq!(
-        q.matches(reading, &[s("SENSOR#t1#s2")], &at("2024-01-15T10:30:00.000Z")),
+        q.matches(
+            reading,
+            &[s("SENSOR#t1#s2")],
+            &at("2024-01-15T10:30:00.000Z")
+        ),
         None
     );
 
     // A shortened period holds all of it.
     let q = model
-        .query("readings_of_sensor", "t1", &[("sensorId", "s1"), ("to", "2024-01-15")])
+        .query(
+            "readings_of_sensor",
+            "t1",
+            &[("sensorId", "s1"), ("to", "2024-01-15")],
+        )
         .unwrap();
-    assert_eq!(q.matches(reading, &pk, &at("2024-01-15T23:59:59.999Z")), Some(0));
-    assert_eq!(q.matches(reading, &pk, &at("2024-01-16T00:00:00.000Z")), None);
+    assert_eq!(
+        q.matches(reading, &pk, &at("2024-01-15T23:59:59.999Z")),
+        Some(0)
+    );
+    assert_eq!(
+        q.matches(reading, &pk, &at("2024-01-16T00:00:00.000Z")),
+        None
+    );
     let q = model
-        .query("readings_of_sensor", "t1", &[("sensorId", "s1"), ("before", "2024-01-15")])
+        .query(
+            "readings_of_sensor",
+            "t1",
+            &[("sensorId", "s1"), ("before", "2024-01-15")],
+        )
         .unwrap();
-    assert_eq!(q.matches(reading, &pk, &at("2024-01-14T23:59:59.999Z")), Some(0));
-    assert_eq!(q.matches(reading, &pk, &at("2024-01-15T00:00:00.000Z")), None);
+    assert_eq!(
+        q.matches(reading, &pk, &at("2024-01-14T23:59:59.999Z")),
+        Some(0)
+    );
+    assert_eq!(
+        q.matches(reading, &pk, &at("2024-01-15T00:00:00.000Z")),
+        None
+    );
 
     // The pattern allows ranges only: readAt is the range's target, not a prefix.
     let e = model
-        .query("readings_of_sensor", "t1", &[("sensorId", "s1"), ("readAt", "2024-01-15T10:00:00Z")])
+        .query(
+            "readings_of_sensor",
+            "t1",
+            &[("sensorId", "s1"), ("readAt", "2024-01-15T10:00:00Z")],
+        )
         .unwrap_err();
     assert_eq!(e.param, "readAt");
 }
@@ -151,13 +209,24 @@ fn bad_ranges_name_the_parameter() {
     let base = ("sensorId", "s1");
     for (params, bad) in [
         (vec![base, ("from", "yesterday")], "from"),
-        (vec![base, ("from", "2024-02-01"), ("to", "2024-01-01")], "from"),
-        (vec![base, ("from", "2024-01-01"), ("after", "2024-01-02")], "from"),
-        (vec![base, ("to", "2024-01-01"), ("before", "2024-01-02")], "to"),
+        (
+            vec![base, ("from", "2024-02-01"), ("to", "2024-01-01")],
+            "from",
+        ),
+        (
+            vec![base, ("from", "2024-01-01"), ("after", "2024-01-02")],
+            "from",
+        ),
+        (
+            vec![base, ("to", "2024-01-01"), ("before", "2024-01-02")],
+            "to",
+        ),
         (vec![base, ("limit", "3")], "limit"),
         (vec![base, ("sensorId", "s2")], "sensorId"),
     ] {
-        let e = model.query("readings_of_sensor", "t1", &params).unwrap_err();
+        let e = model
+            .query("readings_of_sensor", "t1", &params)
+            .unwrap_err();
         assert_eq!(e.param, bad, "{params:?}: {e}");
     }
     // A complete sort key has nothing left to bound.
@@ -187,7 +256,11 @@ fn a_bucketed_partition_takes_a_timestamp_or_its_period() {
         assert_eq!(q.sort, None, "the month does not narrow the sort key");
     }
     let q = model
-        .query("events_of_month", "t1", &[("at", "2024-01"), ("from", "2024-01-10")])
+        .query(
+            "events_of_month",
+            "t1",
+            &[("at", "2024-01"), ("from", "2024-01-10")],
+        )
         .unwrap();
     assert_eq!(
         q.sort.unwrap().op,
@@ -198,7 +271,9 @@ fn a_bucketed_partition_takes_a_timestamp_or_its_period() {
 #[test]
 fn collections_read_the_shared_partition() {
     let model = Model::example();
-    let q = model.query("order_with_items", "t1", &[("orderId", "o1")]).unwrap();
+    let q = model
+        .query("order_with_items", "t1", &[("orderId", "o1")])
+        .unwrap();
     assert_eq!(q.partitions, [vec![s("ORDER#t1#o1")]]);
     assert_eq!(q.sort, None, "USER# and ITEM# share no prefix");
     let order = model.entity("order").unwrap();
@@ -214,7 +289,11 @@ fn collections_read_the_shared_partition() {
 fn native_multi_attribute_keys_follow_dynamodb_rules() {
     let model = Model::example();
     let q = model
-        .query("stores_in_region", "t1", &[("country", "us"), ("region", "ca"), ("city", "Oakland")])
+        .query(
+            "stores_in_region",
+            "t1",
+            &[("country", "us"), ("region", "ca"), ("city", "Oakland")],
+        )
         .unwrap();
     assert_eq!(q.partitions, [vec![s("t1"), s("US"), s("CA")]]);
     // City fixed: equality on locCity; locStoreId is open and unbounded.
@@ -223,21 +302,35 @@ fn native_multi_attribute_keys_follow_dynamodb_rules() {
     assert!(q.in_range(&[s("Oakland"), s("st1")]));
     assert!(!q.in_range(&[s("Oaklandia"), s("st1")]));
     // Every partition attribute is required.
-    let e = model.query("stores_in_region", "t1", &[("country", "US")]).unwrap_err();
+    let e = model
+        .query("stores_in_region", "t1", &[("country", "US")])
+        .unwrap_err();
     assert_eq!(e.param, "region");
 }
 
 #[test]
 fn fingerprints_bind_pattern_parameters_and_tenant() {
     let model = Model::example();
-    let a = model.query("orders_of_user", "t1", &[("userId", "u1")]).unwrap();
-    let same = model.query("orders_of_user", "t1", &[("userId", "u1")]).unwrap();
-    let other_user = model.query("orders_of_user", "t1", &[("userId", "u2")]).unwrap();
-    let other_tenant = model.query("orders_of_user", "t2", &[("userId", "u1")]).unwrap();
+    let a = model
+        .query("orders_of_user", "t1", &[("userId", "u1")])
+        .unwrap();
+    let same = model
+        .query("orders_of_user", "t1", &[("userId", "u1")])
+        .unwrap();
+    let other_user = model
+        .query("orders_of_user", "t1", &[("userId", "u2")])
+        .unwrap();
+    let other_tenant = model
+        .query("orders_of_user", "t2", &[("userId", "u1")])
+        .unwrap();
     assert_eq!(a.fingerprint(), same.fingerprint());
     assert_ne!(a.fingerprint(), other_user.fingerprint());
     assert_ne!(a.fingerprint(), other_tenant.fingerprint());
-    assert_eq!(a.entity_of_table_key("ORDER#t1", "ORDER#o1").map(|e| e.name.as_str()), Some("order"));
+    assert_eq!(
+        a.entity_of_table_key("ORDER#t1", "ORDER#o1")
+            .map(|e| e.name.as_str()),
+        Some("order")
+    );
     assert!(a.entity_of_table_key("ORDER#t2", "ORDER#o1").is_none());
     assert!(a.entity_of_table_key("PRODUCT#t1", "p1").is_none());
 }

@@ -36,6 +36,7 @@
 )]
 
 pub mod command;
+pub mod entries;
 pub mod head;
 pub mod parked;
 pub mod projection;

@@ -114,10 +114,8 @@ impl Harness {
     pub async fn new() -> Self {
         let tables = cqrs_testkit::fresh_tables().await;
         Harness {
-            app: App {
-                store: store(&tables),
-                caller_mode: CallerMode::Jwt,
-            },
+            app: App::new(store(&tables), CallerMode::Jwt)
+                .expect("the repository's model.toml checks"),
             tables,
         }
     }

@@ -46,10 +46,8 @@ impl Stack {
         Stack {
             command: command_handler::App::new(store(&tables), mode)
                 .expect("the repository's model.toml checks"),
-            query: query_handler::App {
-                store: store(&tables),
-                caller_mode: mode,
-            },
+            query: query_handler::App::new(store(&tables), mode)
+                .expect("the repository's model.toml checks"),
             tables,
             mode,
         }

@@ -1,0 +1,389 @@
+//! `GET /query/{pattern}`: the model's named access patterns, read by name.
+//!
+//! The model turns the pattern, the caller's tenant and the parameters into partitions and a key
+//! condition ([`cqrs_model::Model::query`]); this module reads them:
+//!
+//! - **Fan-out.** A write-sharded pattern is one query per shard, sent concurrently and merged by
+//!   the sort key in the asked order into pages of exactly `limit` items. Each shard is read a
+//!   little at a time (its share of what the page still needs), so a page reads about as many
+//!   entries as it returns instead of `limit` from every shard.
+//! - **Cursors** hold every shard's position: the last entry the page consumed from it, "not
+//!   started", or "done" ([`PatternCursor`]). Reading the pages to the end returns every item once,
+//!   also when items are written between pages.
+//! - **Current items.** An index read yields positions only; the items are read again from the data
+//!   table (strongly consistent). An entry whose item no longer has those index keys (the index lags,
+//!   or the item moved) is left out: the item is, or will be, at its current position. Soft-deleted
+//!   items are left out unless `includeDeleted=true`. Left-out entries do not count towards the
+//!   page: the reader goes on until it has `limit` items or every shard is done.
+//! - **Collections.** A pattern over several entities of one partition returns them in one page,
+//!   each item carrying its `entity`.
+
+use std::cmp::Ordering;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+
+use cqrs_item::{Item, Value};
+use cqrs_model::{KeyValue, Model, PatternQuery};
+use cqrs_store::{
+    Store, StoreError,
+    entries::{Entry, EntryKey, EntryPage, EntryQuery},
+    query::Order,
+};
+
+/// Where the entries and items of a pattern read come from: the [`Store`], or a test double that
+/// serves a stale index.
+pub trait EntrySource: Sync {
+    /// One page of entries ([`Store::query_entries`]).
+    fn query_entries(
+        &self,
+        query: &EntryQuery,
+    ) -> impl Future<Output = Result<EntryPage, StoreError>> + Send;
+    /// The data table's current items ([`Store::get_data_items`]).
+    fn get_data_items(
+        &self,
+        keys: &[(String, String)],
+    ) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send;
+}
+
+impl EntrySource for Store {
+    fn query_entries(
+        &self,
+        query: &EntryQuery,
+    ) -> impl Future<Output = Result<EntryPage, StoreError>> + Send {
+        Store::query_entries(self, query)
+    }
+
+    fn get_data_items(
+        &self,
+        keys: &[(String, String)],
+    ) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send {
+        Store::get_data_items(self, keys)
+    }
+}
+
+/// Where one shard's read stands between pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardPosition {
+    /// Nothing read yet.
+    Start,
+    /// Continue after this entry.
+    After(EntryKey),
+    /// Every entry read.
+    Done,
+}
+
+/// The positions of every shard (one for an unsharded pattern), what a cursor carries.
+///
+/// ```
+/// use query_handler::pattern::{PatternCursor, ShardPosition};
+/// let fresh = PatternCursor::start(3);
+/// assert_eq!(fresh.shards, vec![ShardPosition::Start; 3]);
+/// assert!(!fresh.is_done());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternCursor {
+    /// One position per shard, shard `i` at `i`.
+    pub shards: Vec<ShardPosition>,
+}
+
+impl PatternCursor {
+    /// Every shard at its start.
+    pub fn start(shards: usize) -> Self {
+        PatternCursor {
+            shards: vec![ShardPosition::Start; shards],
+        }
+    }
+
+    /// Whether every shard is read to the end.
+    pub fn is_done(&self) -> bool {
+        self.shards.iter().all(|s| *s == ShardPosition::Done)
+    }
+}
+
+/// What a page read costs, for the access log and the benchmarks.
+///
+/// ```
+/// let stats = query_handler::pattern::ReadStats::default();
+/// assert_eq!(stats.queries, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Query calls.
+    pub queries: usize,
+    /// Entries the queries returned.
+    pub entries: usize,
+    /// Items read again from the data table.
+    pub reread: usize,
+    /// Entries left out because the index no longer matched the item.
+    pub stale: usize,
+}
+
+/// One page of a pattern.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatternPage {
+    /// The items, in the pattern's order, each with its `entity`.
+    pub items: Vec<Item>,
+    /// Where the next page starts; `None` when every shard is read to the end.
+    pub cursor: Option<PatternCursor>,
+    /// What the page cost.
+    pub stats: ReadStats,
+}
+
+/// How to read one page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// Sort key order.
+    pub order: Order,
+    /// Items per page.
+    pub limit: usize,
+    /// Keep soft-deleted items.
+    pub include_deleted: bool,
+    /// Where to start (every shard at its start when `None`).
+    pub cursor: Option<PatternCursor>,
+}
+
+struct Shard {
+    position: ShardPosition,
+    /// Where the next query of this shard starts (the last entry read, consumed or not).
+    read_from: Option<EntryKey>,
+    buffer: VecDeque<Entry>,
+    more: bool,
+}
+
+impl Shard {
+    fn live(&self) -> bool {
+        !self.buffer.is_empty() || self.more
+    }
+}
+
+/// The rounds of queries one page may take before it answers with what it has (every round
+/// consumes entries or reads new ones; this bounds the time a page of mostly deleted or moved
+/// items can take).
+const MAX_ROUNDS: usize = 64;
+
+/// Reads one page of `plan` (see the [module docs](self)).
+pub async fn read_page<S: EntrySource>(
+    source: &S,
+    model: &Model,
+    plan: &PatternQuery<'_>,
+    request: PageRequest,
+) -> Result<PatternPage, StoreError> {
+    let count = plan.partitions.len();
+    let cursor = request
+        .cursor
+        .unwrap_or_else(|| PatternCursor::start(count));
+    let mut shards: Vec<Shard> = cursor
+        .shards
+        .into_iter()
+        .map(|position| {
+            let (read_from, more) = match &position {
+                ShardPosition::Start => (None, true),
+                ShardPosition::After(key) => (Some(key.clone()), true),
+                ShardPosition::Done => (None, false),
+            };
+            Shard {
+                position,
+                read_from,
+                buffer: VecDeque::new(),
+                more,
+            }
+        })
+        .collect();
+    let forward = request.order == Order::Ascending;
+    let limit = request.limit.max(1);
+    let mut stats = ReadStats::default();
+    let mut items = Vec::with_capacity(limit);
+    for _ in 0..MAX_ROUNDS {
+        if items.len() >= limit || !shards.iter().any(Shard::live) {
+            break;
+        }
+        let need = limit - items.len();
+        // Refill every live shard whose buffer ran empty with its share of what is needed.
+        let live = shards.iter().filter(|s| s.live()).count().max(1);
+        let share = need.div_ceil(live).max(1);
+        let mut reads = Vec::new();
+        for (i, shard) in shards.iter().enumerate() {
+            if shard.buffer.is_empty() && shard.more {
+                let mut query = EntryQuery::for_partition(plan, i, forward, share);
+                query.start = shard.read_from.clone();
+                reads.push(async move { (i, source.query_entries(&query).await) });
+            }
+        }
+        for (i, page) in futures::future::join_all(reads).await {
+            let page = page?;
+            stats.queries += 1;
+            stats.entries += page.entries.len();
+            if let Some(shard) = shards.get_mut(i) {
+                if let Some(last) = page.entries.last() {
+                    shard.read_from = Some(last.key.clone());
+                }
+                shard.more = page.more && !page.entries.is_empty();
+                shard.buffer.extend(page.entries);
+            }
+        }
+        // Merge: take the first entry of all shards while every live shard has one to compare.
+        let mut candidates = Vec::new();
+        while candidates.len() < need {
+            if shards.iter().any(|s| s.buffer.is_empty() && s.more) {
+                break;
+            }
+            let next = shards
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.buffer.front().map(|e| (i, e)))
+                .min_by(|(a, x), (b, y)| {
+                    let order = compare(plan, x, y);
+                    let order = if forward { order } else { order.reverse() };
+                    order.then(a.cmp(b))
+                })
+                .map(|(i, _)| i);
+            let Some(i) = next else { break };
+            if let Some(shard) = shards.get_mut(i)
+                && let Some(entry) = shard.buffer.pop_front()
+            {
+                shard.position = ShardPosition::After(entry.key.clone());
+                candidates.push((i, entry));
+            }
+        }
+        for shard in &mut shards {
+            if !shard.live() {
+                shard.position = ShardPosition::Done;
+            }
+        }
+        items.extend(
+            resolve(
+                source,
+                model,
+                plan,
+                candidates,
+                request.include_deleted,
+                &mut stats,
+            )
+            .await?,
+        );
+    }
+    let cursor = PatternCursor {
+        shards: shards.into_iter().map(|s| s.position).collect(),
+    };
+    Ok(PatternPage {
+        items,
+        cursor: (!cursor.is_done()).then_some(cursor),
+        stats,
+    })
+}
+
+/// Orders two entries by the pattern's sort attributes, left to right.
+fn compare(plan: &PatternQuery<'_>, a: &Entry, b: &Entry) -> Ordering {
+    for attr in &plan.sort_attrs {
+        let order = match (a.key.get(&attr.name), b.key.get(&attr.name)) {
+            (Some(KeyValue::S(x)), Some(KeyValue::S(y))) => x.as_bytes().cmp(y.as_bytes()),
+            (Some(KeyValue::N(x)), Some(KeyValue::N(y))) => compare_numbers(x, y),
+            (x, y) => x.cmp(&y),
+        };
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+    Ordering::Equal
+}
+
+/// Compares two decimal numbers as DynamoDB orders them (by value).
+fn compare_numbers(x: &str, y: &str) -> Ordering {
+    match (x.parse::<f64>(), y.parse::<f64>()) {
+        (Ok(a), Ok(b)) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+        _ => x.cmp(y),
+    }
+}
+
+/// A key attribute of an item as an index holds it: `pk` and `sk`, or an index key attribute.
+fn item_key(item: &Item, name: &str) -> Option<KeyValue> {
+    match name {
+        "pk" => Some(KeyValue::S(item.pk.clone())),
+        "sk" => Some(KeyValue::S(item.sk.clone())),
+        _ => match item.index_keys.get(name)? {
+            Value::String(s) => Some(KeyValue::S(s.clone())),
+            Value::Number(n) => Some(KeyValue::N(n.as_str().to_string())),
+            _ => None,
+        },
+    }
+}
+
+/// The consumed entries as the answer's items: read again from the data table when they came
+/// from an index, and kept only when the item still belongs to the pattern at that position.
+async fn resolve<S: EntrySource>(
+    source: &S,
+    model: &Model,
+    plan: &PatternQuery<'_>,
+    candidates: Vec<(usize, Entry)>,
+    include_deleted: bool,
+    stats: &mut ReadStats,
+) -> Result<Vec<Item>, StoreError> {
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut current: HashMap<(String, String), Item> = HashMap::new();
+    if plan.index.is_some() {
+        let keys: Vec<(String, String)> = candidates
+            .iter()
+            .filter_map(|(_, e)| e.table_key())
+            .collect();
+        let items = source.get_data_items(&keys).await?;
+        stats.reread += items.len();
+        current = items
+            .into_iter()
+            .map(|item| ((item.pk.clone(), item.sk.clone()), item))
+            .collect();
+    }
+    let mut answer = Vec::with_capacity(candidates.len());
+    for (shard, entry) in candidates {
+        let item = match entry.item {
+            Some(item) => item,
+            None => match entry.table_key().and_then(|key| current.remove(&key)) {
+                Some(item) => item,
+                None => {
+                    stats.stale += 1;
+                    continue;
+                }
+            },
+        };
+        let entity = match &item.entity {
+            Some(name) => model.entity(name),
+            None => model.entity_of_keys(&item.pk, &item.sk),
+        };
+        let Some(entity) = entity else { continue };
+        let partition: Option<Vec<KeyValue>> = plan
+            .partition_attrs
+            .iter()
+            .map(|a| item_key(&item, &a.name))
+            .collect();
+        let sort: Option<Vec<KeyValue>> = plan
+            .sort_attrs
+            .iter()
+            .map(|a| item_key(&item, &a.name))
+            .collect();
+        let (Some(partition), Some(sort)) = (partition, sort) else {
+            stats.stale += 1;
+            continue;
+        };
+        // The item must still sit where the index put it: same keys as the entry, inside the
+        // pattern's read.
+        let unmoved = plan
+            .sort_attrs
+            .iter()
+            .zip(&sort)
+            .all(|(a, v)| entry.key.get(&a.name) == Some(v));
+        if !unmoved || plan.matches(entity, &partition, &sort) != Some(shard) {
+            stats.stale += 1;
+            continue;
+        }
+        if item.is_deleted && !include_deleted {
+            continue;
+        }
+        let mut item = item;
+        if item.entity.is_none() {
+            item.entity = Some(entity.name.clone());
+        }
+        answer.push(item);
+    }
+    Ok(answer)
+}
