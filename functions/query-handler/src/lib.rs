@@ -572,10 +572,13 @@ async fn list_pattern(
     let model = &reader.app.model;
     let Some(pattern) = model.pattern(name) else {
         let known: Vec<&str> = model.patterns().iter().map(|p| p.name.as_str()).collect();
-        return Err(ApiError::NotFound(format!(
-            "no access pattern {name:?}; the model has {}",
-            known.join(", ")
-        )));
+        return Err(ApiError::bad_field(
+            "pattern",
+            format!(
+                "there is no access pattern {name:?}; the model has {}",
+                known.join(", ")
+            ),
+        ));
     };
     let mut allowed: Vec<&str> = PATTERN_PAGING.to_vec();
     allowed.extend(pattern.params.iter().map(String::as_str));
