@@ -34,13 +34,14 @@ const FUNCTIONS: [(&str, &str); 3] = [
 ];
 
 /// Every route of the HTTP API: method, path, function.
-const ROUTES: [(&str, &str, &str); 6] = [
+const ROUTES: [(&str, &str, &str); 7] = [
     ("POST", "/commands", COMMAND_FN),
     ("PATCH", "/commands", COMMAND_FN),
     ("GET", "/items/{pk}", QUERY_FN),
     ("GET", "/items/{pk}/{sk}", QUERY_FN),
     ("GET", "/items/{pk}/{sk}/versions", QUERY_FN),
     ("GET", "/items/{pk}/{sk}/versions/{v}", QUERY_FN),
+    ("GET", "/query/{pattern}", QUERY_FN),
 ];
 
 /// The environment every function needs (`cqrs_store::Tables::from_env` reads all four).
