@@ -85,6 +85,35 @@ const EXPECTED: &[(&str, u16, Check)] = &[
     ("11-other-tenant.json", 403, Check::Problem),
     ("12-bad-limit.json", 400, Check::Problem),
     ("13-bad-version.json", 400, Check::Problem),
+    (
+        "14-query-items-of-order.json",
+        200,
+        Check::Listing(
+            &[
+                "ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT4A#001",
+                "ORDER_ITEM#01HX7MBJK3V9WQBZ7XNDK5ZT4A#002",
+            ],
+            true,
+        ),
+    ),
+    (
+        "15-query-events-of-day.json",
+        200,
+        Check::Listing(
+            &[
+                "2024-01-15T20:00:00.000Z#evt003",
+                "2024-01-15T10:00:00.000Z#evt002",
+                "2024-01-15T00:00:00.000Z#evt001",
+            ],
+            false,
+        ),
+    ),
+    (
+        "16-query-orders-by-status.json",
+        200,
+        Check::Listing(&["ORDER#01HX7MBJK3V9WQBZ7XNDK5ZT4B"], false),
+    ),
+    ("17-query-unknown-pattern.json", 400, Check::Problem),
 ];
 
 async fn seed(h: &Harness) {
@@ -109,6 +138,15 @@ async fn seed(h: &Harness) {
         let (pk, sk) = model_keys("log", "tenant001", &[("at", &at), ("eventId", &event)]);
         h.seed_data(&pk, &sk, false).await;
     }
+    // An order as data-sync projects it, with its index keys (the status index).
+    h.put_all(&[common::entity_item(
+        "order",
+        "tenant001",
+        serde_json::json!({"orderId": "01HX7MBJK3V9WQBZ7XNDK5ZT4B", "userId": "user-123", "status": "PENDING"}),
+        "2024-01-15T10:30:00.000Z",
+        1,
+    )])
+    .await;
     for (provider, user) in [("sso", "alice"), ("sso", "bob"), ("local", "carol")] {
         let (pk, sk) = model_keys(
             "user_auth",
@@ -144,8 +182,9 @@ async fn every_sample_event_gets_its_answer() {
             serde_json::from_str(&serde_json::to_string(&event).unwrap()).unwrap();
         assert_eq!(event, again, "{file} round-trips");
         assert_eq!(event.request_context.http.method, "GET", "{file}");
+        let route = event.route_key.unwrap();
         assert!(
-            event.route_key.unwrap().starts_with("GET /items/{pk}"),
+            route.starts_with("GET /items/{pk}") || route == "GET /query/{pattern}",
             "{file}"
         );
 

@@ -7,104 +7,16 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::OnceLock;
+use std::collections::BTreeSet;
 
-use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use common::*;
-use cqrs_item::{Item, Number, Value as ItemValue};
-use cqrs_model::{ItemView, KeyValue, Model, ValueRef};
+use cqrs_item::Item;
+use cqrs_model::KeyValue;
 use cqrs_store::StoreError;
 use cqrs_store::entries::{Entry, EntryPage, EntryQuery};
 use cqrs_store::query::Order;
 use query_handler::pattern::{self, EntrySource, PageRequest};
 use serde_json::{Value, json};
-
-fn model() -> &'static Model {
-    static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(Model::example)
-}
-
-/// The data-table item of `entity` with `attrs`, as data-sync projects version `version` of it.
-fn entity_item(entity: &str, tenant: &str, attrs: Value, created_at: &str, version: i64) -> Item {
-    let e = model().entity(entity).unwrap();
-    let map = attrs.as_object().unwrap();
-    let texts: Vec<(String, String, bool)> = map
-        .iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => (k.clone(), s.clone(), false),
-            Value::Number(n) => (k.clone(), n.to_string(), true),
-            other => (k.clone(), other.to_string(), false),
-        })
-        .collect();
-    let refs: Vec<(&str, ValueRef<'_>)> = texts
-        .iter()
-        .map(|(k, v, number)| {
-            (
-                k.as_str(),
-                if *number {
-                    ValueRef::Num(v)
-                } else {
-                    ValueRef::Str(v)
-                },
-            )
-        })
-        .collect();
-    let keys = e
-        .derive(&ItemView {
-            tenant,
-            created_at,
-            attributes: &refs,
-        })
-        .unwrap_or_else(|err| panic!("{entity}: {err}"));
-    let mut item = version_item(&keys.pk, &keys.sk, version, false);
-    item.tenant_code = tenant.to_string();
-    item.item_type = e.item_type.clone();
-    item.created_at = created_at.to_string();
-    item.attributes = cqrs_item::map_from_json(attrs).unwrap();
-    item.entity = Some(entity.to_string());
-    item.model_revision = Some(model().revision().to_string());
-    item.index_keys = keys
-        .index
-        .into_iter()
-        .map(|(name, value)| match value {
-            KeyValue::S(s) => (name, ItemValue::String(s)),
-            KeyValue::N(n) => (name, ItemValue::Number(Number::parse(&n).unwrap())),
-        })
-        .collect();
-    item.into_data_item()
-}
-
-/// Writes data-table items, 25 per call.
-async fn put_all(h: &Harness, items: &[Item]) {
-    for chunk in items.chunks(25) {
-        let requests = chunk
-            .iter()
-            .map(|item| {
-                WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(item.to_attributes().unwrap()))
-                            .build()
-                            .unwrap(),
-                    )
-                    .build()
-            })
-            .collect();
-        let mut pending = Some(HashMap::from([(h.tables.data.clone(), requests)]));
-        while let Some(items) = pending.take() {
-            let out = h
-                .tables
-                .client
-                .batch_write_item()
-                .set_request_items(Some(items))
-                .send()
-                .await
-                .unwrap();
-            pending = out.unprocessed_items.filter(|u| !u.is_empty());
-        }
-    }
-}
 
 fn at(i: usize) -> String {
     format!(
@@ -308,7 +220,7 @@ async fn every_example_pattern_answers_its_items() {
             1,
         ));
     }
-    put_all(&h, &items).await;
+    h.put_all(&items).await;
 
     let sks = |answer: &Answer| answer.sks();
     let expect = |target: &'static str, want: Vec<&'static str>| (target, want);
@@ -435,8 +347,8 @@ async fn ten_shards_read_in_pages_of_seven_return_every_item_once_in_order() {
             )
         })
         .collect();
-    put_all(&h, &orders).await;
-    put_all(&h, &noise).await;
+    h.put_all(&orders).await;
+    h.put_all(&noise).await;
     let mut expected: Vec<(String, String)> = orders
         .iter()
         .map(|o| {
@@ -519,7 +431,7 @@ async fn ten_shards_read_in_pages_of_seven_return_every_item_once_in_order() {
 async fn items_moved_between_pages_leave_the_others_exactly_once() {
     let h = Harness::new().await;
     let orders: Vec<Item> = (0..120).map(|i| order("t1", i, "PENDING", "u")).collect();
-    put_all(&h, &orders).await;
+    h.put_all(&orders).await;
     let target = "/query/orders_by_status?status=PENDING&limit=10";
     let first = h.get(&USER_T1, target).await;
     assert_eq!(first.status, 200);
@@ -545,7 +457,7 @@ async fn items_moved_between_pages_leave_the_others_exactly_once() {
         })
         .collect();
     changes.extend((500..530).map(|i| order("t1", i, "PENDING", "u")));
-    put_all(&h, &changes).await;
+    h.put_all(&changes).await;
     while let Some(c) = cursor {
         let answer = h.get(&USER_T1, &format!("{target}&cursor={c}")).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
@@ -608,7 +520,7 @@ impl EntrySource for StaleIndex<'_> {
 async fn a_stale_index_never_shows_an_item_that_left_the_pattern() {
     let h = Harness::new().await;
     let orders: Vec<Item> = (0..30).map(|i| order("t1", i, "PENDING", "u")).collect();
-    put_all(&h, &orders).await;
+    h.put_all(&orders).await;
     // The index still holds o0003 as PENDING; the table says PAID. o0004 is soft-deleted (and
     // still PENDING, so in the real index too).
     let entry_of = |item: &Item| Entry {
@@ -631,7 +543,7 @@ async fn a_stale_index_never_shows_an_item_that_left_the_pattern() {
     let mut deleted = orders[4].clone();
     deleted.version = 2;
     deleted.is_deleted = true;
-    put_all(&h, &[paid, deleted]).await;
+    h.put_all(&[paid, deleted]).await;
     let source = StaleIndex {
         store: &h.app.store,
         stale,
@@ -693,7 +605,7 @@ async fn no_parameter_or_cursor_reaches_another_tenant() {
     let h = Harness::new().await;
     let mut items: Vec<Item> = (0..40).map(|i| order("t1", i, "PENDING", "u")).collect();
     items.extend((100..140).map(|i| order("t2", i, "PENDING", "u")));
-    put_all(&h, &items).await;
+    h.put_all(&items).await;
     let mut cross = 0;
     let mut refused = 0;
     // `tenant` as a parameter.

@@ -4,9 +4,14 @@
 
 #![allow(dead_code)]
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use cqrs_caller::CallerMode;
 use cqrs_item::Item;
+use cqrs_item::{Number, Value as ItemValue};
+use cqrs_model::{ItemView, KeyValue, Model, ValueRef};
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
 use cqrs_testkit::http_event::HttpApiRequest;
@@ -239,6 +244,11 @@ impl Harness {
         (status, body)
     }
 
+    /// Writes data-table items as data-sync projects them, 25 per call.
+    pub async fn put_all(&self, items: &[Item]) {
+        put_all_items(self, items).await;
+    }
+
     /// How many items the data table holds.
     pub async fn data_count(&self) -> usize {
         let output = self
@@ -335,4 +345,96 @@ pub fn model_keys(entity: &str, tenant: &str, attrs: &[(&str, &str)]) -> (String
         .unwrap_or_else(|| panic!("no entity {entity} in model.toml"))
         .primary_key(&view)
         .unwrap_or_else(|e| panic!("keys of {entity}: {e}"))
+}
+
+pub fn model() -> &'static Model {
+    static MODEL: OnceLock<Model> = OnceLock::new();
+    MODEL.get_or_init(Model::example)
+}
+
+/// The data-table item of `entity` with `attrs`, as data-sync projects version `version` of it.
+pub fn entity_item(
+    entity: &str,
+    tenant: &str,
+    attrs: Value,
+    created_at: &str,
+    version: i64,
+) -> Item {
+    let e = model().entity(entity).unwrap();
+    let map = attrs.as_object().unwrap();
+    let texts: Vec<(String, String, bool)> = map
+        .iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => (k.clone(), s.clone(), false),
+            Value::Number(n) => (k.clone(), n.to_string(), true),
+            other => (k.clone(), other.to_string(), false),
+        })
+        .collect();
+    let refs: Vec<(&str, ValueRef<'_>)> = texts
+        .iter()
+        .map(|(k, v, number)| {
+            (
+                k.as_str(),
+                if *number {
+                    ValueRef::Num(v)
+                } else {
+                    ValueRef::Str(v)
+                },
+            )
+        })
+        .collect();
+    let keys = e
+        .derive(&ItemView {
+            tenant,
+            created_at,
+            attributes: &refs,
+        })
+        .unwrap_or_else(|err| panic!("{entity}: {err}"));
+    let mut item = version_item(&keys.pk, &keys.sk, version, false);
+    item.tenant_code = tenant.to_string();
+    item.item_type = e.item_type.clone();
+    item.created_at = created_at.to_string();
+    item.attributes = cqrs_item::map_from_json(attrs).unwrap();
+    item.entity = Some(entity.to_string());
+    item.model_revision = Some(model().revision().to_string());
+    item.index_keys = keys
+        .index
+        .into_iter()
+        .map(|(name, value)| match value {
+            KeyValue::S(s) => (name, ItemValue::String(s)),
+            KeyValue::N(n) => (name, ItemValue::Number(Number::parse(&n).unwrap())),
+        })
+        .collect();
+    item.into_data_item()
+}
+
+/// Writes data-table items as data-sync projects them, 25 per call.
+async fn put_all_items(h: &Harness, items: &[Item]) {
+    for chunk in items.chunks(25) {
+        let requests = chunk
+            .iter()
+            .map(|item| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item.to_attributes().unwrap()))
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+            })
+            .collect();
+        let mut pending = Some(HashMap::from([(h.tables.data.clone(), requests)]));
+        while let Some(items) = pending.take() {
+            let out = h
+                .tables
+                .client
+                .batch_write_item()
+                .set_request_items(Some(items))
+                .send()
+                .await
+                .unwrap();
+            pending = out.unprocessed_items.filter(|u| !u.is_empty());
+        }
+    }
 }
