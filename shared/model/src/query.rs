@@ -813,6 +813,15 @@ fn bound<'p>(
                 if bucket.is_none_or(|b| period.width() <= b.width())
                     && attr.produces(value, Some(period))
                 {
+                    // A real period: completed to a whole timestamp, it must parse.
+                    let start = "0000-01-01T00:00:00.000Z";
+                    let whole = format!("{value}{}", start.get(value.len()..).unwrap_or_default());
+                    if crate::attribute::parse_timestamp(&whole).is_err() {
+                        return Err(plan_error(
+                            param,
+                            format!("{value:?} is not a date or period"),
+                        ));
+                    }
                     return Ok(Some(Bound {
                         text: value.to_string(),
                         period: true,

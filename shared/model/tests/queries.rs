@@ -209,6 +209,8 @@ fn bad_ranges_name_the_parameter() {
     let base = ("sensorId", "s1");
     for (params, bad) in [
         (vec![base, ("from", "yesterday")], "from"),
+        (vec![base, ("from", "2024-13")], "from"),
+        (vec![base, ("to", "2024-02-30")], "to"),
         (
             vec![base, ("from", "2024-02-01"), ("to", "2024-01-01")],
             "from",

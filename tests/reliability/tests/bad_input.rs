@@ -386,6 +386,45 @@ fn corpus(mode: CallerMode) -> Vec<(String, Req)> {
     ] {
         get(what, target);
     }
+    // Access patterns: unknown patterns and parameters, missing partition parameters, values
+    // that would break a key, bad bounds, a tenant parameter, foreign and forged cursors.
+    let long = "x".repeat(3000);
+    for query in [
+        "/query/nope".to_string(),
+        "/query/orders_by_status".into(),
+        "/query/orders_by_status?status=LOST".into(),
+        "/query/orders_by_status?status=PENDING&tenant=t2".into(),
+        "/query/orders_by_status?status=PENDING&status=PAID".into(),
+        "/query/orders_by_status?status=PENDING&colour=red".into(),
+        "/query/orders_by_status?status=PENDING&limit=0".into(),
+        "/query/orders_by_status?status=PENDING&order=up".into(),
+        "/query/orders_by_status?status=PENDING&cursor=e30".into(),
+        "/query/orders_by_status?status=PENDING&cursor=eyJsIjoicXVlcnkifQ".into(),
+        "/query/orders_by_status?status=PENDING&from=2024-13".into(),
+        "/query/orders_by_status?status=PENDING&to=2024-02-30".into(),
+        "/query/orders_of_user?userId=a%23b".into(),
+        "/query/orders_of_user?userId=a%40b".into(),
+        format!("/query/orders_of_user?userId={long}"),
+        "/query/orders_of_user?userId=u&from=2024-01-01&after=2024-01-02".into(),
+        "/query/items_of_order?itemId=001".into(),
+        "/query/items_of_order?orderId=o1&itemId=001&from=002".into(),
+        "/query/readings_of_sensor?sensorId=s1&from=yesterday".into(),
+        "/query/readings_of_sensor?sensorId=s1&from=2024-02-01&to=2024-01-01".into(),
+        "/query/readings_of_sensor?sensorId=s1&readAt=2024-01-01T00:00:00Z".into(),
+        "/query/events_of_month?at=January".into(),
+        "/query/products_by_price?category=tools&priceCents=-5".into(),
+        "/query/products_by_price?category=tools&priceCents=1234567890123".into(),
+        "/query/stores_in_region?country=US".into(),
+        "/query/stores_in_region?region=CA&city=Oakland".into(),
+        "/query/products?includeDeleted=maybe".into(),
+        "/query/products?from=a&after=b".into(),
+        "/query/%FF".into(),
+        "/query/a/b".into(),
+        "/query/".into(),
+    ] {
+        let shown: String = query.chars().take(80).collect();
+        get(format!("pattern {shown}"), query);
+    }
     // Unknown routes.
     for path in [
         "/",
@@ -402,7 +441,7 @@ fn corpus(mode: CallerMode) -> Vec<(String, Req)> {
     }
     // Unknown methods on the item routes.
     for method in ["POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] {
-        for path in [partition, item, versions] {
+        for path in [partition, item, versions, "/query/products"] {
             requests.push((
                 format!("{method} {path}"),
                 Req::new(method, path)
