@@ -314,3 +314,97 @@ async fn bad_entity_commands_are_400s_naming_the_attribute_and_write_nothing() {
         "entity commands: {total} bad commands, {total} answered 400 naming the attribute, 1 common write refused 403, 0 written"
     );
 }
+
+/// Every `items[].attributes.orderId` of a pattern read to its end (pages of `limit`).
+async fn read_pattern(stack: &Stack, who: common::Who, target: &str, limit: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            None => format!("{target}&limit={limit}"),
+            Some(c) => format!("{target}&limit={limit}&cursor={c}"),
+        };
+        let answer = stack
+            .send(common::get(&url).from(CallerMode::Local, who))
+            .await;
+        assert_eq!(answer.status, 200, "{url}: {}", answer.text);
+        for item in answer.body["items"].as_array().unwrap() {
+            assert_eq!(item["entity"], "order");
+            ids.push(item["attributes"]["orderId"].as_str().unwrap().to_string());
+        }
+        cursor = answer.body["cursor"].as_str().map(str::to_string);
+        if cursor.is_none() {
+            return ids;
+        }
+    }
+}
+
+#[tokio::test]
+async fn access_patterns_read_what_commands_wrote() {
+    let stack = Stack::new(CallerMode::Local).await;
+    let tables = &stack.tables;
+    let mut created = Vec::new();
+    for (who, count) in [(T1, 12), (T2, 3)] {
+        for i in 0..count {
+            let answer = stack
+                .send(
+                    Req::command(
+                        "POST",
+                        &json!({"entity": "order", "version": 0,
+                                "attributes": {"userId": "alice", "status": "PENDING", "totalCents": i}})
+                        .to_string(),
+                    )
+                    .from(CallerMode::Local, who),
+                )
+                .await;
+            assert_eq!(answer.status, 202, "{}", answer.text);
+            if who.tenant == "t1" {
+                created.push(
+                    answer.body["sk"]
+                        .as_str()
+                        .unwrap()
+                        .trim_end_matches("@1")
+                        .to_string(),
+                );
+            }
+        }
+    }
+    project(tables, 15).await;
+    let pending = read_pattern(&stack, T1, "/query/orders_by_status?status=PENDING", 5).await;
+    assert_eq!(pending.len(), 12, "{pending:?}");
+    // Four orders paid: they leave the PENDING pattern for the PAID one.
+    for base in created.iter().take(4) {
+        let answer = stack
+            .send(command(
+                "PATCH",
+                json!({"pk": "ORDER#t1", "sk": base, "version": 1, "attributes": {"status": "PAID"}}),
+            ))
+            .await;
+        assert_eq!(answer.status, 202, "{}", answer.text);
+    }
+    project(tables, 19).await;
+    let pending = read_pattern(&stack, T1, "/query/orders_by_status?status=PENDING", 5).await;
+    let paid = read_pattern(&stack, T1, "/query/orders_by_status?status=PAID", 5).await;
+    assert_eq!((pending.len(), paid.len()), (8, 4));
+    let newest_first = read_pattern(
+        &stack,
+        T1,
+        "/query/orders_of_user?userId=alice&order=desc",
+        5,
+    )
+    .await;
+    let mut expected: Vec<String> = created
+        .iter()
+        .map(|sk| sk.trim_start_matches("ORDER#").to_string())
+        .collect();
+    expected.reverse();
+    assert_eq!(
+        newest_first, expected,
+        "orders of a user, newest first (ULIDs follow creation)"
+    );
+    let t2 = read_pattern(&stack, T2, "/query/orders_of_user?userId=alice", 5).await;
+    assert_eq!(t2.len(), 3, "t2 sees its own three orders, never t1's");
+    println!(
+        "access patterns end to end: 15 orders by command (12 t1, 3 t2), 4 paid by PATCH; PENDING 8, PAID 4, orders of alice newest first 12, t2 sees 3"
+    );
+}
