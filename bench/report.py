@@ -446,6 +446,32 @@ def _findings(r: dict) -> str:
     return "\n".join(out)
 
 
+def _patterns_section(r: dict) -> str:
+    p = r["patterns"]
+    rows = []
+    for x in p["rows"]:
+        rows.append([x["pattern"], str(x["limit"]), str(x["pages"]), _ms(x["p50_ms"]), _ms(x["p95_ms"]),
+                     f"{x['entries_per_item']:.2f}", f"{x['queries_per_page']:.1f}"])
+    by = {(x["pattern"], x["limit"]): x for x in p["rows"]}
+    ratios = []
+    for limit in sorted({x["limit"] for x in p["rows"]}):
+        fan, one = by.get(("fan-out (10 shards)", limit)), by.get(("single partition", limit))
+        if fan and one and one["p50_ms"]:
+            ratios.append(f"pages of {limit}: fan-out p50 {_times(fan['p50_ms'] / one['p50_ms'])} the single partition's")
+    return "\n\n".join([
+        "## 6. Access patterns: a 10-shard fan-out beside one partition",
+        f"`cargo bench -p query-handler --bench patterns` (`functions/query-handler/benches/patterns.rs`): {p['items']:,} "
+        "orders of one user, all `PENDING`, written into a fresh data table with their index keys. `orders_by_status` "
+        "spreads them uniformly over 10 write shards (gsi2, keys only); `orders_of_user` holds them in one partition "
+        "(gsi1). Both are read to the end, pages interleaved, through the query handler's reader: a query per shard "
+        "(concurrently, each for its share of the page), the merge, and one `BatchGetItem` of the page's items from the "
+        "data table. **Index entries per item** is the read amplification (a naive fan-out that reads `limit` from every "
+        "shard reads 10 per item; the goal is at most 2.0). Every page also reads its items once from the data table.",
+        _table(["pattern", "limit", "pages", "page p50", "page p95", "index entries per item", "queries per page"], rows),
+        "; ".join(ratios) + "." if ratios else "",
+    ])
+
+
 def render(r: dict) -> str:
     sections = [
         "# Benchmarks: cqrs-dynamo (Rust) beside @mbc-cqrs-serverless/core (Node)",
@@ -467,6 +493,8 @@ def render(r: dict) -> str:
     write_cost = Path(__file__).with_name("write-cost.md")  # kept by hand: WCU per command
     if write_cost.exists():
         sections.append(write_cost.read_text().strip())
+    if "patterns" in r:
+        sections.append(_patterns_section(r))
     sections.append(
         "## Reproduce\n\n"
         "```sh\nmake bench          # = bash scripts/bench.sh\n```\n\n"

@@ -630,6 +630,37 @@ def phase_projection(results: dict) -> None:
     results["projection"] = out
 
 
+# ------------------------------------------------------------------------------------ patterns ---
+
+PATTERN_LINE = re.compile(
+    r"pattern (?P<name>fan-out \(10 shards\)|single partition)\s+limit\s+(?P<limit>\d+): (?P<pages>\d+) pages, "
+    r"p50 (?P<p50>[\d.]+) ms, p95 (?P<p95>[\d.]+) ms, (?P<amp>[\d.]+) index entries per item, (?P<qpp>[\d.]+) queries per page"
+)
+
+
+def phase_patterns(results: dict) -> None:
+    """Access patterns: a 10-shard fan-out beside a single-partition read of the same items."""
+    items = env_int("BENCH_PATTERN_ITEMS", 2000)
+    say(f"patterns: {items} orders, 10 shards beside one partition")
+    proc = subprocess.run(
+        ["cargo", "bench", "-p", "query-handler", "--bench", "patterns"],
+        cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_ITEMS": str(items), "RUST_LOG": "warn"},
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the patterns bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    rows = []
+    for m in PATTERN_LINE.finditer(proc.stdout):
+        rows.append({
+            "pattern": m["name"], "limit": int(m["limit"]), "pages": int(m["pages"]),
+            "p50_ms": float(m["p50"]), "p95_ms": float(m["p95"]),
+            "entries_per_item": float(m["amp"]), "queries_per_page": float(m["qpp"]),
+        })
+    if not rows:
+        raise SystemExit(f"bench: the patterns bench printed no figures:\n{proc.stdout[-2000:]}")
+    results["patterns"] = {"items": items, "rows": rows, "output": proc.stdout}
+
+
 # -------------------------------------------------------------------------------------- sizes ---
 
 
@@ -693,7 +724,7 @@ def report(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    phases = ["keys", "cold", "memory", "projection", "sizes"]
+    phases = ["keys", "cold", "memory", "projection", "patterns", "sizes"]
     only = [p.strip() for p in os.environ.get("BENCH_ONLY", "").split(",") if p.strip()]
     unknown = set(only) - set(phases)
     if unknown:
@@ -721,6 +752,8 @@ def main() -> None:
             phase_memory(results, target, api)
         if "projection" in chosen:
             phase_projection(results)
+        if "patterns" in chosen:
+            phase_patterns(results)
         if "sizes" in chosen:
             phase_sizes(results, target)
     finally:

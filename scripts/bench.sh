@@ -76,7 +76,8 @@ timed "x86_64 release (cargo build --release)" \
 
 step "the Rust benches (bench profile)"
 timed "benches (cargo bench --no-run)" \
-    cargo bench -p bench-floor --bench keys_vs_node -p data-sync --bench projection --no-run
+    cargo bench -p bench-floor --bench keys_vs_node -p data-sync --bench projection \
+        -p query-handler --bench patterns --no-run
 
 step "DynamoDB Local (start)"
 trap ddb_local_stop EXIT
