@@ -145,12 +145,12 @@ def _cold_section(r: dict) -> str:
             _kb_mib(s["hwm_median_kb"]),
         ])
     failures = [f"`{n}`: {s['failures'][0]}" for n, s in c.items() if s["failures"]]
-    model = r["cold"].get("model_load_us") or {}
-    model_line = (
-        f"Entity model: parsing and checking the compiled-in `model.toml` (the example model) took a median "
-        f"{model['median'] / 1000:.3f} ms (p90 {model['p90'] / 1000:.3f} ms) of the command handler's init, over "
-        f"{model['n']} starts in these runs (the handler logs it at every start)."
-        if model.get("median") is not None else ""
+    by_function = r["cold"].get("model_load_us_by_function") or {"command-handler": r["cold"].get("model_load_us") or {}}
+    model_line = " ".join(
+        f"Entity model in `{name}`: parsing and checking the compiled-in `model.toml` (the example model) took a "
+        f"median {m['median'] / 1000:.3f} ms (p90 {m['p90'] / 1000:.3f} ms) of its init, over {m['n']} starts in "
+        "these runs (the function logs it at every start)."
+        for name, m in by_function.items() if m.get("median") is not None
     )
     parts = [
         "## 2. Cold path: process start to the first answered invocation",

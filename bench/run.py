@@ -537,23 +537,28 @@ def phase_cold(results: dict, target: Path, api: RuntimeApi) -> None:
             "hwm_median_kb": statistics.median([x["hwm_kb"] for x in s if x["hwm_kb"]]) if s else None,
             "samples_ms": total,
         }
-    # The entity model's share of the command handler's init: it logs how long parsing and checking
+    # The entity model's share of each HTTP function's init: they log how long parsing and checking
     # the compiled-in model.toml took at every start ("entity model loaded ... micros=N").
-    model_us = []
-    log_text = (logs / "command-handler.log").read_text(errors="replace") if (logs / "command-handler.log").exists() else ""
-    for line in log_text.splitlines():
-        if "entity model loaded" in line:
-            m = re.search(r'micros[=":\s]+(\d+)', line)
-            if m:
-                model_us.append(int(m.group(1)))
-    results["cold"].update({
-        "candidates": summary,
-        "load_after": loadavg(),
-        "model_load_us": {
+    model_load = {}
+    for name in ("command-handler", "query-handler"):
+        model_us = []
+        log_path = logs / f"{name}.log"
+        log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        for line in log_text.splitlines():
+            if "entity model loaded" in line:
+                m = re.search(r'micros[=":\s]+(\d+)', line)
+                if m:
+                    model_us.append(int(m.group(1)))
+        model_load[name] = {
             "n": len(model_us),
             "median": statistics.median(model_us) if model_us else None,
             "p90": quantile([float(x) for x in model_us], 0.90) if model_us else None,
-        },
+        }
+    results["cold"].update({
+        "candidates": summary,
+        "load_after": loadavg(),
+        "model_load_us": model_load["command-handler"],
+        "model_load_us_by_function": model_load,
     })
 
 
