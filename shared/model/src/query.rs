@@ -217,8 +217,10 @@ struct Rendered {
 
 impl Model {
     /// What `pattern` reads for a caller of `tenant` with `params` (name, value; only the
-    /// pattern's parameters and the [`RANGE_PARAMS`] the pattern allows). See the [module
-    /// docs](self) for the rules; every refusal names the parameter.
+    /// pattern's parameters and the [`RANGE_PARAMS`] the pattern allows). The rules: `{tenant}` is
+    /// the caller's; every partition reference must be given (one partition per write shard); the
+    /// sort template is fixed left to right up to the first part not given, ending on a whole part;
+    /// `from` / `to` / `after` / `before` bound that part. Every refusal names the parameter.
     ///
     /// ```
     /// use cqrs_model::{KeyValue, Model, SortOp};
