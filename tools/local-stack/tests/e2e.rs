@@ -144,3 +144,75 @@ async fn a_command_travels_through_the_stream_to_the_query_api() {
     assert_eq!(status, 403, "{problem}");
     assert_eq!(problem["status"], 403);
 }
+
+#[tokio::test]
+#[ignore = "needs the running local stack: run through `make test`"]
+async fn an_entity_command_is_read_back_through_its_access_patterns() {
+    let api = Api::from_env();
+    // A user of its own per run, so the patterns list only this run's order.
+    let user = format!("e2e-{}", std::process::id());
+    let create = json!({"entity": "order", "version": 0,
+                        "attributes": {"userId": user, "status": "PENDING", "totalCents": 4200}});
+    let (status, body) = api.call("POST", "/commands", "t1", Some(create)).await;
+    assert_eq!(status, 202, "{body}");
+    let order_id = body["sk"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("ORDER#")
+        .trim_end_matches("@1")
+        .to_string();
+    let by_user = format!("/query/orders_of_user?userId={user}");
+    let (page, delay) = api
+        .wait_for(&by_user, |status, body| {
+            status == 200
+                && body["items"]
+                    .as_array()
+                    .is_some_and(|items| items.len() == 1)
+        })
+        .await;
+    assert_eq!(page["items"][0]["entity"], "order");
+    println!("e2e: the order visible through /query/orders_of_user {delay:?} after the command");
+
+    // The inverted index names its user; the status index (10 shards) holds it.
+    let (status, owner) = api
+        .call(
+            "GET",
+            &format!("/query/user_of_order?orderId={order_id}"),
+            "t1",
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{owner}");
+    assert_eq!(owner["items"][0]["attributes"]["userId"], user.as_str());
+    let mut cursor: Option<String> = None;
+    let mut found = false;
+    loop {
+        let path = match &cursor {
+            None => "/query/orders_by_status?status=PENDING&limit=100".to_string(),
+            Some(c) => format!("/query/orders_by_status?status=PENDING&limit=100&cursor={c}"),
+        };
+        let (status, page) = api.call("GET", &path, "t1", None).await;
+        assert_eq!(status, 200, "{page}");
+        found |= page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["attributes"]["orderId"] == order_id.as_str());
+        cursor = page["cursor"].as_str().map(str::to_string);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert!(found, "the order is in its status pattern");
+
+    // The tenant comes from the caller: t2 sees none of it, and cannot ask for t1.
+    let (status, other) = api.call("GET", &by_user, "t2", None).await;
+    assert_eq!(
+        (status, other["items"].as_array().map(Vec::len)),
+        (200, Some(0))
+    );
+    let (status, problem) = api
+        .call("GET", &format!("{by_user}&tenant=t1"), "t2", None)
+        .await;
+    assert_eq!((status, problem["field"].clone()), (400, json!("tenant")));
+}
