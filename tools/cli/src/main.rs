@@ -15,6 +15,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use cqrs_model::Model;
 
+mod lint;
+
 /// Operate a cqrs-dynamo deployment: its entity model first.
 #[derive(Parser)]
 #[command(name = "cqrs", version, about, long_about = None)]
@@ -38,6 +40,18 @@ enum ModelCommand {
         #[arg(long, default_value = "model.toml")]
         file: PathBuf,
         /// Print the result as JSON (for scripts and CI).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lint the key design: low-cardinality or sequential partitions, keys without delimiters,
+    /// overly complex keys, unsharded index partitions. Each finding names the rule, the entity,
+    /// the template and the fix; exit 1 on an error the model does not allow
+    /// (`allow.<rule> = "reason"` on the entity).
+    Lint {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+        /// Print the findings as JSON (for scripts and CI).
         #[arg(long)]
         json: bool,
     },
@@ -101,6 +115,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Model(ModelCommand::Lint { file, json }) => lint::run(&file, json),
         Command::Model(ModelCommand::Template { file }) => match load(&file) {
             Ok(Ok(model)) => {
                 print!("{}", model.data_table_yaml());
