@@ -32,6 +32,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod access_log;
 pub mod cursor;
 pub mod params;
 pub mod route;
@@ -335,6 +336,7 @@ async fn get_item(
     let include_deleted = params.flag("includeDeleted")?;
     let min_version = params.version("minVersion")?;
     let data = app.store.get_data_item(pk, sk).await.map_err(store_error)?;
+    access_log::record("data", None, pk, "get", usize::from(data.is_some()));
     let (item, source) = match (data, min_version) {
         (Some(item), None) => (item, ReadSource::Data),
         (Some(item), Some(min)) if item.version >= min => (item, ReadSource::Data),
@@ -401,13 +403,14 @@ async fn get_version(
     version: i64,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, ApiError> {
-    match reader
+    let found = reader
         .app
         .store
         .get_history_version(pk, sk, version)
         .await
-        .map_err(store_error)?
-    {
+        .map_err(store_error)?;
+    access_log::record("history", None, pk, "get", usize::from(found.is_some()));
+    match found {
         Some(item) => Ok(single(reader.view(item), headers)),
         None => Err(ApiError::NotFound(format!(
             "no version {version} of {pk} / {sk} in the history"
@@ -472,6 +475,7 @@ async fn list_partition(
         .query_partition(&store_query)
         .await
         .map_err(store_error)?;
+    access_log::record("data", None, pk, "query", page.items.len());
     let cursor = page
         .next
         .map(|key| cursor::encode_partition(&store_query, &key));
@@ -504,6 +508,13 @@ async fn list_versions(
         .query_versions(&store_query)
         .await
         .map_err(store_error)?;
+    access_log::record(
+        "history",
+        Some("id-version-index"),
+        &generate_id(pk, sk),
+        "query",
+        page.items.len(),
+    );
     if page.items.is_empty() && store_query.start.is_none() {
         return Err(ApiError::NotFound(format!(
             "no versions of {pk} / {sk} in the history"

@@ -2,7 +2,11 @@
 //! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them.
 //!
-//! Exit codes: 0 clean, 1 the model has errors, 2 the command itself failed (e.g. unreadable file).
+//! `cqrs model lint` lints the key design; `cqrs report` reports partition heat and skew from the
+//! tables.
+//!
+//! Exit codes: 0 clean, 1 the model has errors (or the report flagged something), 2 the command
+//! itself failed (e.g. unreadable file).
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
@@ -16,6 +20,7 @@ use clap::{Parser, Subcommand};
 use cqrs_model::Model;
 
 mod lint;
+mod report;
 
 /// Operate a cqrs-dynamo deployment: its entity model first.
 #[derive(Parser)]
@@ -30,6 +35,11 @@ enum Command {
     /// The entity model (model.toml).
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Partition heat and skew from the data: items, partitions, top partitions, Gini, item
+    /// sizes per entity and index; write heat (history versions) and read heat (the query
+    /// handler's access log) as per-second peaks, flagged near 1,000 WCU / 3,000 RCU per
+    /// partition. Exit 1 when something is flagged.
+    Report(Box<report::ReportArgs>),
 }
 
 #[derive(Subcommand)]
@@ -116,6 +126,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Model(ModelCommand::Lint { file, json }) => lint::run(&file, json),
+        Command::Report(args) => report::run(*args),
         Command::Model(ModelCommand::Template { file }) => match load(&file) {
             Ok(Ok(model)) => {
                 print!("{}", model.data_table_yaml());
