@@ -371,3 +371,40 @@ pub async fn report(shape: Shape, name: &str, extra: &[&str]) -> (i32, String, s
     let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     (code, out, report)
 }
+
+/// `n` tickets of even statuses (one in fifty with a 4 KB attachment) for the report's benchmark,
+/// written in chunks so memory stays flat.
+pub async fn generate_bulk(client: &aws_sdk_dynamodb::Client, data: &str, n: usize, seed: u64) {
+    let model = Model::parse(MODEL).unwrap();
+    let mut rng = Rng::new(seed);
+    let created = stamp(BASE - 86_400, 0);
+    let body = "x".repeat(4096);
+    let mut written = 0;
+    while written < n {
+        let chunk = (n - written).min(5000);
+        let mut items = Vec::with_capacity(chunk);
+        for i in written..written + chunk {
+            let id = format!("T{i:07}{:06}", rng.below(1_000_000));
+            let at = stamp(BASE + (i as i64 % 3600), rng.below(1000) as i64);
+            if i % 50 == 49 {
+                let name = format!("file-{i}.pdf");
+                let attrs = [("ticketId", id.as_str()), ("fileName", name.as_str())];
+                items.push(item(
+                    &model,
+                    "attachment",
+                    &attrs,
+                    &created,
+                    &at,
+                    1,
+                    Some(&body),
+                ));
+            } else {
+                let status = STATUSES[rng.below(5) as usize];
+                let attrs = [("ticketId", id.as_str()), ("status", status)];
+                items.push(item(&model, "ticket", &attrs, &created, &at, 1, None));
+            }
+        }
+        write_all(client, data, items).await;
+        written += chunk;
+    }
+}
