@@ -90,6 +90,13 @@ async fn the_report_page_draws_its_charts_in_chromium() {
     };
     let (_, _, json) = report(Shape::Skewed, "report", &[]).await;
     let page = artifacts().join("report.html");
+    let source = std::fs::read_to_string(&page).unwrap();
+    for remote in ["http://", "https://", "//cdn", "@import"] {
+        assert!(
+            !source.contains(remote),
+            "the page must need no network: {remote}"
+        );
+    }
     let dom = render(&chromium, &page, &["--dump-dom".into()]);
     std::fs::write(artifacts().join("report.dom.html"), &dom).unwrap();
 

@@ -110,7 +110,10 @@ fn item(
     let mut item = HashMap::from([
         ("pk".to_string(), s(&keys.pk)),
         ("sk".to_string(), s(&keys.sk)),
-        ("id".to_string(), s(format!("{}#{}", keys.pk, keys.sk))),
+        (
+            "id".to_string(),
+            s(cqrs_keys::generate_id(&keys.pk, &keys.sk)),
+        ),
         (
             "version".to_string(),
             AttributeValue::N(version.to_string()),
@@ -220,19 +223,8 @@ pub async fn generate(
             let id = &open[n % open.len()];
             let attrs = [("ticketId", id.as_str()), ("status", "OPEN")];
             let at = stamp(BASE + 30, (n % 1000) as i64);
-            let mut version = item(
-                &model,
-                "ticket",
-                &attrs,
-                &created,
-                &at,
-                2 + (n / open.len()) as u32,
-                None,
-            );
-            // History keys are sk@version.
-            let sk = format!("TICKET@{}", 2 + n / open.len());
-            version.insert("sk".into(), s(sk));
-            history_items.push(version);
+            let version = 2 + (n / open.len()) as u32;
+            history_items.push(item(&model, "ticket", &attrs, &created, &at, version, None));
         }
     }
     let body_len = match shape {
@@ -249,15 +241,12 @@ pub async fn generate(
         let at = stamp(BASE + 2000 + a as i64, 0);
         data_items.push(item(&model, "attachment", &attrs, &created, &at, 1, body));
     }
+    // History keys are sk@version.
     for i in history_items.iter_mut() {
-        if let Some(AttributeValue::S(sk)) = i.get("sk")
-            && !sk.contains('@')
+        if let (Some(AttributeValue::S(sk)), Some(AttributeValue::N(v))) =
+            (i.get("sk"), i.get("version"))
         {
-            let v = match i.get("version") {
-                Some(AttributeValue::N(v)) => v.clone(),
-                _ => "1".into(),
-            };
-            let sk = format!("{sk}@{v}");
+            let sk = cqrs_keys::add_sort_key_version(sk, v.parse().unwrap());
             i.insert("sk".into(), s(sk));
         }
     }
