@@ -16,6 +16,10 @@
    (projection rate beside raw PutItem rates of the same server, same run), repeated.
 5. ``sizes``: arm64 bootstraps (``target/lambda/*/bootstrap``, cargo lambda), x86_64 release
    binaries, and the Node package with its dependencies.
+6. ``report``: ``cargo bench -p cqrs-cli --bench report`` (``tools/cli/benches/report.rs``):
+   ``cqrs report`` over ``BENCH_REPORT_ITEMS`` (100 000) items in DynamoDB Local against a raw
+   parallel scan of the same table with the same segments, items/s, interleaved rounds
+   (``BENCH_REPORT_REPEATS``, 3). ``BENCH_REPORT_PROFILE=dev`` builds it unoptimised (a quick check).
 
 Knobs (environment): ``BENCH_COLD_RUNS`` (default 40), ``BENCH_MEMORY_RUNS`` (5),
 ``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_ONLY`` (comma-separated
@@ -666,6 +670,52 @@ def phase_patterns(results: dict) -> None:
     results["patterns"] = {"items": items, "rows": rows, "output": proc.stdout}
 
 
+# ------------------------------------------------------------------------------------- report ---
+
+REPORT_LINES = {
+    "seed": re.compile(r"seeded (\d+) items in ([\d.]+) s"),
+    "round": re.compile(
+        r"round (\d+): (raw parallel scan|cqrs report) \((\d+) segments\)\s+(\d+) items\s+([\d.]+) s\s+([\d.]+) items/s"
+    ),
+}
+
+
+def phase_report(results: dict) -> None:
+    items = env_int("BENCH_REPORT_ITEMS", 100_000)
+    repeats = env_int("BENCH_REPORT_REPEATS", 3)
+    profile = os.environ.get("BENCH_REPORT_PROFILE", "bench")
+    out = {"items": items, "repeats": repeats, "profile": profile, "load_before": loadavg()}
+    say(f"report: cqrs report over {items} items against a raw parallel scan, {repeats} rounds ({profile} profile)")
+    argv = ["cargo", "bench", "-p", "cqrs-cli", "--bench", "report"]
+    if profile != "bench":
+        argv += ["--profile", profile]
+    proc = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, **ddb_env(), "BENCH_REPORT_ITEMS": str(items), "BENCH_REPORT_REPEATS": str(repeats),
+             "RUST_LOG": "warn"},
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the report bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    seed = REPORT_LINES["seed"].search(proc.stdout)
+    out["seed_s"] = float(seed.group(2)) if seed else None
+    rounds: dict[int, dict] = {}
+    for m in REPORT_LINES["round"].finditer(proc.stdout):
+        key = "raw" if m.group(2) == "raw parallel scan" else "report"
+        rounds.setdefault(int(m.group(1)), {})[key] = {
+            "segments": int(m.group(3)), "items": int(m.group(4)), "s": float(m.group(5)), "items_s": float(m.group(6)),
+        }
+    out["rounds"] = [rounds[k] for k in sorted(rounds) if len(rounds[k]) == 2]
+    if not out["rounds"]:
+        raise SystemExit(f"bench: no rounds in the report bench's output:\n{proc.stdout[-2000:]}")
+    out["segments"] = out["rounds"][0]["raw"]["segments"]
+    out["raw_items_s"] = statistics.median(r["raw"]["items_s"] for r in out["rounds"])
+    out["report_items_s"] = statistics.median(r["report"]["items_s"] for r in out["rounds"])
+    out["ratio"] = out["report_items_s"] / out["raw_items_s"]
+    out["output"] = proc.stdout
+    out["load_after"] = loadavg()
+    results["report"] = out
+
+
 # -------------------------------------------------------------------------------------- sizes ---
 
 
@@ -729,7 +779,7 @@ def report(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    phases = ["keys", "cold", "memory", "projection", "patterns", "sizes"]
+    phases = ["keys", "cold", "memory", "projection", "patterns", "sizes", "report"]
     only = [p.strip() for p in os.environ.get("BENCH_ONLY", "").split(",") if p.strip()]
     unknown = set(only) - set(phases)
     if unknown:
@@ -761,6 +811,8 @@ def main() -> None:
             phase_patterns(results)
         if "sizes" in chosen:
             phase_sizes(results, target)
+        if "report" in chosen:
+            phase_report(results)
     finally:
         api.close()
     results["uptime_after"] = command_output(["uptime"])

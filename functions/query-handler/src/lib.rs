@@ -33,6 +33,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod access_log;
 pub mod cursor;
 pub mod params;
 pub mod pattern;
@@ -374,6 +375,7 @@ async fn get_item(
     let include_deleted = params.flag("includeDeleted")?;
     let min_version = params.version("minVersion")?;
     let data = app.store.get_data_item(pk, sk).await.map_err(store_error)?;
+    access_log::record("data", None, pk, "get", usize::from(data.is_some()));
     let (item, source) = match (data, min_version) {
         (Some(item), None) => (item, ReadSource::Data),
         (Some(item), Some(min)) if item.version >= min => (item, ReadSource::Data),
@@ -440,13 +442,14 @@ async fn get_version(
     version: i64,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, ApiError> {
-    match reader
+    let found = reader
         .app
         .store
         .get_history_version(pk, sk, version)
         .await
-        .map_err(store_error)?
-    {
+        .map_err(store_error)?;
+    access_log::record("history", None, pk, "get", usize::from(found.is_some()));
+    match found {
         Some(item) => Ok(single(reader.view(item), headers)),
         None => Err(ApiError::NotFound(format!(
             "no version {version} of {pk} / {sk} in the history"
@@ -511,6 +514,7 @@ async fn list_partition(
         .query_partition(&store_query)
         .await
         .map_err(store_error)?;
+    access_log::record("data", None, pk, "query", page.items.len());
     let cursor = page
         .next
         .map(|key| cursor::encode_partition(&store_query, &key));
@@ -543,6 +547,13 @@ async fn list_versions(
         .query_versions(&store_query)
         .await
         .map_err(store_error)?;
+    access_log::record(
+        "history",
+        Some("id-version-index"),
+        &generate_id(pk, sk),
+        "query",
+        page.items.len(),
+    );
     if page.items.is_empty() && store_query.start.is_none() {
         return Err(ApiError::NotFound(format!(
             "no versions of {pk} / {sk} in the history"
@@ -611,6 +622,19 @@ async fn list_pattern(
     )
     .await
     .map_err(store_error)?;
+    // One access-log line per partition the page read (each shard of a fan-out is a partition).
+    for (partition, entries) in plan.partitions.iter().zip(&page.shard_entries) {
+        if *entries > 0 {
+            let key: Vec<&str> = partition.iter().map(cqrs_model::KeyValue::as_str).collect();
+            access_log::record(
+                "data",
+                plan.index.map(|i| i.name.as_str()),
+                &key.join("#"),
+                "query",
+                *entries,
+            );
+        }
+    }
     tracing::debug!(
         pattern = name,
         queries = page.stats.queries,

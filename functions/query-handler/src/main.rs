@@ -16,6 +16,7 @@ async fn main() -> Result<(), Error> {
     lambda_http::tracing::init_default_subscriber();
     let tables = Tables::from_env()?;
     let caller_mode = CallerMode::from_env()?;
+    query_handler::access_log::init_from_env()?;
     let config = aws_config::load_from_env().await;
     let started = std::time::Instant::now();
     let app = App::new(

@@ -127,6 +127,8 @@ pub struct PatternPage {
     pub cursor: Option<PatternCursor>,
     /// What the page cost.
     pub stats: ReadStats,
+    /// Index (or table) entries read from each shard's partition, shard `i` at `i`.
+    pub shard_entries: Vec<usize>,
 }
 
 /// How to read one page.
@@ -192,6 +194,7 @@ pub async fn read_page<S: EntrySource>(
     let forward = request.order == Order::Ascending;
     let limit = request.limit.max(1);
     let mut stats = ReadStats::default();
+    let mut shard_entries = vec![0; count];
     let mut items = Vec::with_capacity(limit);
     for _ in 0..MAX_ROUNDS {
         if items.len() >= limit || !shards.iter().any(Shard::live) {
@@ -213,6 +216,9 @@ pub async fn read_page<S: EntrySource>(
             let page = page?;
             stats.queries += 1;
             stats.entries += page.entries.len();
+            if let Some(n) = shard_entries.get_mut(i) {
+                *n += page.entries.len();
+            }
             if let Some(shard) = shards.get_mut(i) {
                 if let Some(last) = page.entries.last() {
                     shard.read_from = Some(last.key.clone());
@@ -269,6 +275,7 @@ pub async fn read_page<S: EntrySource>(
         items,
         cursor: (!cursor.is_done()).then_some(cursor),
         stats,
+        shard_entries,
     })
 }
 

@@ -39,6 +39,7 @@ mod check;
 mod cloudformation;
 mod derive;
 mod lang;
+mod lint;
 mod model;
 mod query;
 mod spec;
@@ -50,6 +51,7 @@ pub use attribute::{
 };
 pub use check::{MAX_GSIS, MAX_MULTI_ATTRIBUTES};
 pub use derive::{DeriveError, DerivedKeys, ItemView};
+pub use lint::{Finding, LintReport, MAX_KEY_PARTS, RULES, Severity, lint, lint_source};
 pub use model::{
     CREATED_AT, DEFAULT_TENANT_MAX, Entity, EntityIndex, ITEM_FIELDS, Index, KeyAttr, KeyType,
     MODEL_TOML, Model, ModelError, ModelErrors, Pattern, Projection, SortCondition,

@@ -296,6 +296,8 @@ pub struct Entity {
     pub size: Option<String>,
     /// Expected write rate, for the key-design lint (`low`, `high`).
     pub writes: Option<String>,
+    /// Deliberate exceptions to the key-design lint (`allow.<rule> = "reason"`): rule id to reason.
+    pub allow: BTreeMap<String, String>,
 }
 
 /// A sort-key condition a pattern allows.
@@ -394,6 +396,18 @@ impl Model {
     /// Parses and checks a model file. Every problem is reported at once, each naming the entity (or
     /// index, or pattern) and the field.
     pub fn parse(text: &str) -> Result<Model, ModelErrors> {
+        let (model, errors) = Model::parse_unchecked(text)?;
+        if errors.is_empty() {
+            Ok(model)
+        } else {
+            Err(ModelErrors(errors))
+        }
+    }
+
+    /// Parses a model file and runs the checks, but hands back the model with the problems found
+    /// (for the key-design lint, which reports on a model that does not check too). `Err` only when
+    /// the file is not a model at all (bad TOML, unknown fields).
+    pub(crate) fn parse_unchecked(text: &str) -> Result<(Model, Vec<ModelError>), ModelErrors> {
         let raw: RawModel = toml::from_str(text).map_err(|e| {
             ModelErrors(vec![ModelError {
                 place: "model file".into(),
@@ -407,11 +421,7 @@ impl Model {
         let mut errors = Vec::new();
         let model = build(raw, text, &mut errors);
         crate::check::check(&model, &mut errors);
-        if errors.is_empty() {
-            Ok(model)
-        } else {
-            Err(ModelErrors(errors))
-        }
+        Ok((model, errors))
     }
 
     /// The model at the repository root ([`MODEL_TOML`]), as every function loads it at start.
@@ -691,6 +701,7 @@ fn build(raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
             indexes: entity_indexes,
             size: e.size,
             writes: e.writes,
+            allow: e.allow,
         });
     }
 

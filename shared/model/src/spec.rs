@@ -86,6 +86,9 @@ pub(crate) struct RawEntity {
     pub indexes: BTreeMap<String, RawEntityIndex>,
     pub size: Option<String>,
     pub writes: Option<String>,
+    /// Deliberate exceptions to the key-design lint: rule id to the reason.
+    #[serde(default)]
+    pub allow: BTreeMap<String, String>,
 }
 
 /// `[entities.<name>.attributes]`: one attribute.

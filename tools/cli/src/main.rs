@@ -2,7 +2,11 @@
 //! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them.
 //!
-//! Exit codes: 0 clean, 1 the model has errors, 2 the command itself failed (e.g. unreadable file).
+//! `cqrs model lint` lints the key design; `cqrs report` reports partition heat and skew from the
+//! tables.
+//!
+//! Exit codes: 0 clean, 1 the model has errors (or the report flagged something), 2 the command
+//! itself failed (e.g. unreadable file).
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
@@ -14,6 +18,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cqrs_model::Model;
+
+mod lint;
+mod report;
 
 /// Operate a cqrs-dynamo deployment: its entity model first.
 #[derive(Parser)]
@@ -28,6 +35,11 @@ enum Command {
     /// The entity model (model.toml).
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Partition heat and skew from the data: items, partitions, top partitions, Gini, item
+    /// sizes per entity and index; write heat (history versions) and read heat (the query
+    /// handler's access log) as per-second peaks, flagged near 1,000 WCU / 3,000 RCU per
+    /// partition. Exit 1 when something is flagged.
+    Report(Box<report::ReportArgs>),
 }
 
 #[derive(Subcommand)]
@@ -38,6 +50,18 @@ enum ModelCommand {
         #[arg(long, default_value = "model.toml")]
         file: PathBuf,
         /// Print the result as JSON (for scripts and CI).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lint the key design: low-cardinality or sequential partitions, keys without delimiters,
+    /// overly complex keys, unsharded index partitions. Each finding names the rule, the entity,
+    /// the template and the fix; exit 1 on an error the model does not allow
+    /// (`allow.<rule> = "reason"` on the entity).
+    Lint {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+        /// Print the findings as JSON (for scripts and CI).
         #[arg(long)]
         json: bool,
     },
@@ -101,6 +125,8 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Model(ModelCommand::Lint { file, json }) => lint::run(&file, json),
+        Command::Report(args) => report::run(*args),
         Command::Model(ModelCommand::Template { file }) => match load(&file) {
             Ok(Ok(model)) => {
                 print!("{}", model.data_table_yaml());
