@@ -309,7 +309,7 @@ fn build_item(
             input.attributes.value().unwrap_or_default(),
             input.is_deleted.unwrap_or(false),
             input.ttl.value(),
-            base.and_then(|b| b.seq),
+            input.seq.or(base.and_then(|b| b.seq)),
         ),
     };
     let mut item = Item {

@@ -17,6 +17,8 @@ const EXPECTED: &[(&str, u16, Option<i64>)] = &[
     ("05-conflict.json", 409, None),
     ("06-bad-body.json", 400, None),
     ("07-create-by-entity.json", 202, Some(1)),
+    ("08-sequence-next.json", 200, None),
+    ("09-sequence-other-tenant.json", 403, None),
 ];
 
 #[tokio::test]
@@ -48,6 +50,13 @@ async fn every_sample_event_gets_its_answer() {
         assert_eq!(got, *status, "{file}: {body}");
         if let Some(version) = version {
             assert_eq!(body["version"], *version, "{file}");
+        } else if *status == 200 {
+            // A sequence draw: the first number of the tenant's yearly counter.
+            assert_eq!(body["no"], 1, "{file}: {body}");
+            assert!(
+                body["formattedNo"].as_str().unwrap().starts_with("INV-"),
+                "{file}: {body}"
+            );
         } else {
             assert!(
                 body["type"]

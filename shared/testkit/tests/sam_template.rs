@@ -34,9 +34,10 @@ const FUNCTIONS: [(&str, &str); 3] = [
 ];
 
 /// Every route of the HTTP API: method, path, function.
-const ROUTES: [(&str, &str, &str); 6] = [
+const ROUTES: [(&str, &str, &str); 7] = [
     ("POST", "/commands", COMMAND_FN),
     ("PATCH", "/commands", COMMAND_FN),
+    ("POST", "/sequences/{typeCode}/next", COMMAND_FN),
     ("GET", "/items/{pk}", QUERY_FN),
     ("GET", "/items/{pk}/{sk}", QUERY_FN),
     ("GET", "/items/{pk}/{sk}/versions", QUERY_FN),
@@ -89,6 +90,10 @@ fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
                 &["${HistoryTable.Arn}/index/id-version-index"],
             ),
             (&["dynamodb:GetItem"], &["${DataTable.Arn}"]),
+            // Sequences: one UpdateItem per draw; master items (formats, time zone, TTL
+            // policies) with their `common` fallback in one BatchGetItem.
+            (&["dynamodb:UpdateItem"], &["${SequencesTable.Arn}"]),
+            (&["dynamodb:BatchGetItem"], &["${DataTable.Arn}"]),
         ],
         // Its own role: the command table's stream only, conditional puts into both projections
         // (reads to compare on a conflict), parked records, the mapping's failure queue, its log
@@ -1009,7 +1014,8 @@ fn the_tables_still_parse_for_dynamodb_local() {
             "DataTable",
             "HistoryTable",
             "IdempotencyTable",
-            "ParkedTable"
+            "ParkedTable",
+            "SequencesTable"
         ]
     );
 }
@@ -1316,7 +1322,7 @@ fn policies_check_fails() {
     assert_fails(
         check_policies,
         &t,
-        "missing [(\"dynamodb:GetItem\", \"${CommandTable.Arn}\")",
+        "missing [(\"dynamodb:BatchGetItem\", \"${DataTable.Arn}\"), (\"dynamodb:GetItem\", \"${CommandTable.Arn}\")",
     );
 
     // The history index missing from the query handler.
