@@ -104,6 +104,9 @@ pub struct CommandInput {
     pub sequence: Option<crate::sequence::CommandSequence>,
     /// The number drawn for `sequence`, stored as the item's `seq`.
     pub seq: Option<i64>,
+    /// The `source` recorded on the version; `None`: the route's (`POST /commands`). Never from
+    /// the body: the master-data copy marks its versions with it.
+    pub source: Option<String>,
 }
 
 /// Parses and validates a command body. `for_patch` refuses `version: 0` (a patch needs a stored
@@ -219,6 +222,7 @@ pub fn parse_command(body: &str, for_patch: bool) -> Result<CommandInput, ApiErr
         ttl,
         sequence,
         seq: None,
+        source: None,
     };
     if let Some(sequence) = &input.sequence {
         if input.version != 0 || for_patch {

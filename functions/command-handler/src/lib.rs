@@ -22,10 +22,12 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod copy;
 pub mod entity;
 pub mod input;
 pub mod publish;
 pub mod sequence;
+pub mod ttl_policy;
 
 use cqrs_caller::{Caller, CallerMode, request_id, request_path, source_ip};
 use cqrs_problem::ApiError;
@@ -64,6 +66,8 @@ pub struct App {
     pub caller_mode: CallerMode,
     /// The entity model (`model.toml`, compiled in).
     pub model: std::sync::Arc<cqrs_model::Model>,
+    /// TTL policies read by this warm container ([`ttl_policy`]).
+    pub ttl_policies: std::sync::Arc<ttl_policy::PolicyCache>,
 }
 
 impl App {
@@ -77,6 +81,7 @@ impl App {
             store,
             caller_mode,
             model: std::sync::Arc::new(cqrs_model::Model::embedded()?),
+            ttl_policies: Default::default(),
         })
     }
 }
@@ -135,9 +140,12 @@ async fn handle_command(
     if let Some(rest) = path.trim_end_matches('/').strip_prefix("/sequences/") {
         return sequence_next(app, request, rest, request_id).await;
     }
+    if path.trim_end_matches('/') == "/master-data/copy" {
+        return master_data_copy(app, request, request_id).await;
+    }
     if path.trim_end_matches('/') != "/commands" {
         return Err(ApiError::NotFound(format!(
-            "no route {path}: use /commands or /sequences/{{typeCode}}/next"
+            "no route {path}: use /commands, /sequences/{{typeCode}}/next or /master-data/copy"
         )));
     }
     let mode = match *request.method() {
@@ -159,6 +167,7 @@ async fn handle_command(
     cqrs_keys::validate_derived_keys(&input.pk, &input.sk)
         .map_err(|e| ApiError::bad_field("sk", e))?;
     caller.authorize_write(&input.pk)?;
+    ttl_policy::apply(app, &mut input, entity, &now).await?;
     let idempotency_key = idempotency_key(request)?;
     let audit = Audit {
         ip: source_ip(request),
@@ -311,6 +320,43 @@ async fn sequence_next(
     .await?;
     tracing::info!(%request_id, id = %drawn.id, no = drawn.no, "sequence drawn");
     Ok(json_response(StatusCode::OK, &drawn))
+}
+
+/// `POST /master-data/copy`: one page of copying `common`'s master data to a tenant
+/// ([`copy::copy_master_data`]), answered with `200` and its report.
+async fn master_data_copy(
+    app: &App,
+    request: &Request,
+    request_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    if *request.method() != Method::POST {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "{} /master-data/copy: use POST",
+            request.method()
+        )));
+    }
+    let caller = Caller::from_request(request, app.caller_mode)?;
+    let body: copy::CopyRequest = match optional_json_body(request)? {
+        None => copy::CopyRequest::default(),
+        Some(text) => parse_strict(text)?,
+    };
+    let audit = Audit {
+        ip: source_ip(request),
+        request_id: request_id.to_string(),
+        now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        caller: caller.clone(),
+    };
+    let report = copy::copy_master_data(app, &caller, body, &audit).await?;
+    tracing::info!(
+        %request_id,
+        tenant = %report.tenant_code,
+        created = report.created.len(),
+        updated = report.updated.len(),
+        unchanged = report.unchanged,
+        kept = report.kept.len(),
+        "master data copied"
+    );
+    Ok(json_response(StatusCode::OK, &report))
 }
 
 /// Parses a JSON body into `T`, refusing unknown members; an error names the member's path.

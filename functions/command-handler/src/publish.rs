@@ -325,7 +325,10 @@ fn build_item(
         seq,
         ttl,
         attributes,
-        source: mode.source().to_string(),
+        source: input
+            .source
+            .clone()
+            .unwrap_or_else(|| mode.source().to_string()),
         request_id: audit.request_id.clone(),
         created_at,
         created_by,

@@ -125,6 +125,32 @@ pub fn parse_path<'a>(path: &'a str, stage: Option<&str>) -> Result<Route<'a>, A
     }
 }
 
+/// The `{category}` and `{code}` segments (still encoded) of `GET /settings/{category}/{code}`
+/// (the answer of [`crate::settings`]); `None` for any other path. A leading `stage` segment
+/// and a trailing `/` are skipped as in [`parse_path`].
+///
+/// ```
+/// use query_handler::route::setting_path;
+///
+/// assert_eq!(setting_path("/settings/ui/theme", None), Some(("ui", "theme")));
+/// assert_eq!(setting_path("/prod/settings/ui/theme/", Some("prod")), Some(("ui", "theme")));
+/// assert_eq!(setting_path("/settings/ui", None), None);
+/// assert_eq!(setting_path("/items/ui/theme", None), None);
+/// ```
+pub fn setting_path<'a>(path: &'a str, stage: Option<&str>) -> Option<(&'a str, &'a str)> {
+    let mut trimmed = path.strip_suffix('/').unwrap_or(path);
+    if let Some(stage) = stage.filter(|s| !s.is_empty() && *s != "$default")
+        && let Some(rest) = trimmed
+            .strip_prefix('/')
+            .and_then(|p| p.strip_prefix(stage))
+        && rest.starts_with("/settings/")
+    {
+        trimmed = rest;
+    }
+    let (category, code) = trimmed.strip_prefix("/settings/")?.split_once('/')?;
+    (!category.is_empty() && !code.is_empty() && !code.contains('/')).then_some((category, code))
+}
+
 /// Percent-decodes one path segment, once; a segment that is not UTF-8 once decoded is a 400
 /// naming `field`.
 ///

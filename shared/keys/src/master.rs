@@ -156,6 +156,27 @@ pub fn copy_sk(category: &str, code: &str) -> Result<String, KeyError> {
     three_part(COPY_PREFIX, category, code)
 }
 
+/// The `begins_with` prefix of master data: `DATA#` for all of it, `DATA#category#` for one
+/// category.
+///
+/// ```
+/// use cqrs_keys::master::data_sk_prefix;
+///
+/// assert_eq!(data_sk_prefix(None).unwrap(), "DATA#");
+/// assert_eq!(data_sk_prefix(Some("country")).unwrap(), "DATA#country#");
+/// assert!(data_sk_prefix(Some("a#b")).is_err());
+/// ```
+pub fn data_sk_prefix(category: Option<&str>) -> Result<String, KeyError> {
+    let mut prefix = String::from(DATA_PREFIX);
+    prefix.push(crate::KEY_SEPARATOR);
+    if let Some(category) = category {
+        validate_component("category", category)?;
+        prefix.push_str(category);
+        prefix.push(crate::KEY_SEPARATOR);
+    }
+    Ok(prefix)
+}
+
 /// The `(category, code)` of a master-data sort key `DATA#category#code`; `None` for any other
 /// shape.
 ///

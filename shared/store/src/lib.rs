@@ -42,6 +42,7 @@ pub mod projection;
 pub mod query;
 pub mod sequence;
 pub mod settings;
+pub mod ttl_policy;
 
 use aws_sdk_dynamodb::{Client, error::ProvideErrorMetadata, error::SdkError};
 

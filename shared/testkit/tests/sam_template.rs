@@ -34,10 +34,12 @@ const FUNCTIONS: [(&str, &str); 3] = [
 ];
 
 /// Every route of the HTTP API: method, path, function.
-const ROUTES: [(&str, &str, &str); 7] = [
+const ROUTES: [(&str, &str, &str); 9] = [
     ("POST", "/commands", COMMAND_FN),
     ("PATCH", "/commands", COMMAND_FN),
     ("POST", "/sequences/{typeCode}/next", COMMAND_FN),
+    ("POST", "/master-data/copy", COMMAND_FN),
+    ("GET", "/settings/{category}/{code}", QUERY_FN),
     ("GET", "/items/{pk}", QUERY_FN),
     ("GET", "/items/{pk}/{sk}", QUERY_FN),
     ("GET", "/items/{pk}/{sk}/versions", QUERY_FN),
@@ -93,7 +95,10 @@ fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
             // Sequences: one UpdateItem per draw; master items (formats, time zone, TTL
             // policies) with their `common` fallback in one BatchGetItem.
             (&["dynamodb:UpdateItem"], &["${SequencesTable.Arn}"]),
-            (&["dynamodb:BatchGetItem"], &["${DataTable.Arn}"]),
+            (
+                &["dynamodb:BatchGetItem", "dynamodb:Query"],
+                &["${DataTable.Arn}"],
+            ),
         ],
         // Its own role: the command table's stream only, conditional puts into both projections
         // (reads to compare on a conflict), parked records, the mapping's failure queue, its log
@@ -136,6 +141,8 @@ fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
             ),
             // minVersion: one read of the item's head record.
             (&["dynamodb:GetItem"], &["${IdempotencyTable.Arn}"]),
+            // GET /settings/...: the tenant's and common's setting in one BatchGetItem.
+            (&["dynamodb:BatchGetItem"], &["${DataTable.Arn}"]),
         ],
         other => panic!("no expected grants for {other}"),
     };
