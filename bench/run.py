@@ -148,6 +148,7 @@ def create_tables(target: Path, prefix: str) -> dict[str, str]:
         "DATA_TABLE": f"{prefix}-data",
         "HISTORY_TABLE": f"{prefix}-history",
         "IDEMPOTENCY_TABLE": f"{prefix}-idempotency",
+        "SEQUENCES_TABLE": f"{prefix}-sequences",
     }
 
 

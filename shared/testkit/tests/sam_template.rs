@@ -547,6 +547,16 @@ fn check_environment(t: &Value) -> Problems {
         ),
         "${ParkedTable}",
     );
+    // The command handler draws sequence numbers from its own table.
+    expect_eq(
+        &mut problems,
+        &format!("{COMMAND_FN}.Environment.Variables.SEQUENCES_TABLE"),
+        get(
+            &effective(t, COMMAND_FN),
+            &["Environment", "Variables", "SEQUENCES_TABLE"],
+        ),
+        "${SequencesTable}",
+    );
     let mut all = Vec::new();
     strings(t, &mut all);
     if let Some(s) = all.iter().find(|s| s.contains("CALLER_MODE")) {
@@ -1359,6 +1369,21 @@ fn data_sync_environment_names_the_parked_table() {
         vars.remove("PARKED_TABLE");
     }
     assert_fails(check_environment, &t, "PARKED_TABLE");
+
+    let mut t = workspace();
+    if let Value::Mapping(vars) = at(
+        &mut t,
+        &[
+            "Resources",
+            COMMAND_FN,
+            "Properties",
+            "Environment",
+            "Variables",
+        ],
+    ) {
+        vars.remove("SEQUENCES_TABLE");
+    }
+    assert_fails(check_environment, &t, "SEQUENCES_TABLE");
 }
 
 #[test]
