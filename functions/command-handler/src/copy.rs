@@ -9,8 +9,9 @@
 //! - **unchanged** when its latest version is the copy of `common`'s current version (so a second
 //!   copy writes nothing: the copy is idempotent);
 //! - **kept** when the tenant wrote its latest version itself (an edit, a soft delete, or an item
-//!   of its own from before any copy), or when that version's command row is gone so the copy
-//!   cannot tell: the tenant's item is left alone and listed in the answer.
+//!   of its own from before any copy), when that version's command row is gone so the copy
+//!   cannot tell, or when another request wrote the item while the copy ran (its version
+//!   stands): the tenant's item is left alone and listed in the answer.
 //!
 //! A copied version is marked in its `source`: `COPY <common item id>@<common version>`; that,
 //! written atomically with the version, is what the next copy reads. Beside every created or
@@ -244,7 +245,22 @@ async fn copy_one(
         seq: None,
         source: Some(marker(source)),
     };
-    let written = publish(app, &mut input, audit).await?;
+    let written = match publish(app, &mut input, audit).await {
+        Ok(version) => version,
+        // Someone wrote the tenant's item between our read and our write: theirs stands.
+        Err(ApiError::VersionConflict {
+            current_version, ..
+        }) => {
+            return Ok(Outcome::Kept(KeptItem {
+                id,
+                version: current_version.unwrap_or_default(),
+                updated_by: String::new(),
+                updated_at: String::new(),
+                reason: "written concurrently while the copy ran: copy again to see who wrote it",
+            }));
+        }
+        Err(other) => return Err(other),
+    };
     // The COPY# record, for people and reports.
     if let Some((category, code)) = parse_data_sk(sk) {
         let record_sk = copy_sk(category, code).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -277,7 +293,7 @@ async fn copy_one(
 /// version written.
 async fn publish(app: &App, input: &mut CommandInput, audit: &Audit) -> Result<i64, ApiError> {
     let entity = entity::resolve(&app.model, input, &audit.caller, Mode::Replace, &audit.now)?;
-    crate::ttl_policy::apply(app, input, entity, &audit.now).await?;
+    crate::ttl_policy::apply(app, input, entity).await?;
     match publish_command(&app.store, input, Mode::Replace, audit, entity, None).await? {
         Published::Stored(item) => Ok(item.version),
         Published::KeyTaken => Err(ApiError::Internal(

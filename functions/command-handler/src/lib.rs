@@ -167,7 +167,7 @@ async fn handle_command(
     cqrs_keys::validate_derived_keys(&input.pk, &input.sk)
         .map_err(|e| ApiError::bad_field("sk", e))?;
     caller.authorize_write(&input.pk)?;
-    ttl_policy::apply(app, &mut input, entity, &now).await?;
+    ttl_policy::apply(app, &mut input, entity).await?;
     let idempotency_key = idempotency_key(request)?;
     let audit = Audit {
         ip: source_ip(request),

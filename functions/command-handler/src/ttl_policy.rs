@@ -65,7 +65,6 @@ pub async fn apply(
     app: &App,
     input: &mut CommandInput,
     entity: Option<ModelEntity<'_>>,
-    _now: &str,
 ) -> Result<(), ApiError> {
     if !matches!(input.ttl, Patch::Absent) {
         return Ok(());
@@ -86,4 +85,37 @@ pub async fn apply(
         input.ttl = Patch::Value(policy.expiry(chrono::Utc::now().timestamp()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cqrs_store::settings::Source;
+
+    #[test]
+    fn a_cached_policy_is_fresh_for_a_minute_only() {
+        let cache = PolicyCache::default();
+        let key = ("t1".to_string(), "order".to_string());
+        assert_eq!(cache.fresh(&key), None, "never read");
+        let policy = TtlPolicy {
+            days: 3,
+            source: Source::Tenant,
+        };
+        cache.store(key.clone(), Some(policy));
+        assert_eq!(cache.fresh(&key), Some(Some(policy)));
+        // No policy is cached too: a command does not read it again.
+        let other = ("t2".to_string(), "order".to_string());
+        cache.store(other.clone(), None);
+        assert_eq!(cache.fresh(&other), Some(None));
+        // Read more than a minute ago: stale.
+        let old = Instant::now()
+            .checked_sub(POLICY_MAX_AGE + Duration::from_secs(1))
+            .unwrap();
+        cache
+            .entries
+            .lock()
+            .unwrap()
+            .insert(key.clone(), (old, Some(policy)));
+        assert_eq!(cache.fresh(&key), None);
+    }
 }
