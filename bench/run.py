@@ -14,7 +14,9 @@
    against fresh tables: peak RSS and the invocation's wall time.
 4. ``projection``: ``cargo bench -p data-sync --bench projection`` at 100 and 1 000 records
    (projection rate beside raw PutItem rates of the same server, same run), repeated.
-5. ``sizes``: arm64 bootstraps (``target/lambda/*/bootstrap``, cargo lambda), x86_64 release
+5. ``sequences``: ``cargo bench -p command-handler --bench sequences``: draws of one sequence through the
+   command handler beside raw ``UpdateItem`` s of one counter, 16 in flight, same server, same run.
+6. ``sizes``: arm64 bootstraps (``target/lambda/*/bootstrap``, cargo lambda), x86_64 release
    binaries, and the Node package with its dependencies.
 6. ``report``: ``cargo bench -p cqrs-cli --bench report`` (``tools/cli/benches/report.rs``):
    ``cqrs report`` over ``BENCH_REPORT_ITEMS`` (100 000) items in DynamoDB Local against a raw
@@ -22,7 +24,7 @@
    (``BENCH_REPORT_REPEATS``, 3). ``BENCH_REPORT_PROFILE=dev`` builds it unoptimised (a quick check).
 
 Knobs (environment): ``BENCH_COLD_RUNS`` (default 40), ``BENCH_MEMORY_RUNS`` (5),
-``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_ONLY`` (comma-separated
+``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_ONLY`` (comma-separated
 phases; a partial run writes ``.local/bench/BENCHMARKS.partial.md`` instead of BENCHMARKS.md),
 ``BENCH_OUTPUT`` (the report's path), ``BENCH_COMMAND`` (the command named in the report).
 Raw results go to ``.local/bench/results.json``. Everything talks to 127.0.0.1 only.
@@ -152,6 +154,7 @@ def create_tables(target: Path, prefix: str) -> dict[str, str]:
         "DATA_TABLE": f"{prefix}-data",
         "HISTORY_TABLE": f"{prefix}-history",
         "IDEMPOTENCY_TABLE": f"{prefix}-idempotency",
+        "SEQUENCES_TABLE": f"{prefix}-sequences",
     }
 
 
@@ -716,6 +719,35 @@ def phase_report(results: dict) -> None:
     results["report"] = out
 
 
+SEQUENCE_LINES = {
+    "raw": re.compile(r"raw UpdateItem\s+([\d.]+) updates/s"),
+    "draws": re.compile(r"draws through the handler\s+([\d.]+) draws/s"),
+    "head": re.compile(r"sequences bench: (\d+) draws of one counter, (\d+) in flight"),
+}
+
+
+def phase_sequences(results: dict) -> None:
+    draws = env_int("BENCH_DRAWS", 1000)
+    out = {"load_before": loadavg(), "draws": draws}
+    say(f"sequences: {draws} draws of one counter")
+    proc = subprocess.run(
+        ["cargo", "bench", "-p", "command-handler", "--bench", "sequences"],
+        cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_DRAWS": str(draws), "RUST_LOG": "warn"},
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the sequences bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    text = proc.stdout
+    raw = float(SEQUENCE_LINES["raw"].search(text).group(1))
+    drawn = float(SEQUENCE_LINES["draws"].search(text).group(1))
+    out.update({
+        "in_flight": int(SEQUENCE_LINES["head"].search(text).group(2)),
+        "raw_updates_s": raw, "draws_s": drawn, "ratio": drawn / raw, "output": text,
+    })
+    out["load_after"] = loadavg()
+    results["sequences"] = out
+
+
 # -------------------------------------------------------------------------------------- sizes ---
 
 
@@ -779,7 +811,7 @@ def report(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    phases = ["keys", "cold", "memory", "projection", "patterns", "sizes", "report"]
+    phases = ["keys", "cold", "memory", "projection", "patterns", "sequences", "sizes", "report"]
     only = [p.strip() for p in os.environ.get("BENCH_ONLY", "").split(",") if p.strip()]
     unknown = set(only) - set(phases)
     if unknown:
@@ -809,6 +841,8 @@ def main() -> None:
             phase_projection(results)
         if "patterns" in chosen:
             phase_patterns(results)
+        if "sequences" in chosen:
+            phase_sequences(results)
         if "sizes" in chosen:
             phase_sizes(results, target)
         if "report" in chosen:

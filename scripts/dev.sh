@@ -124,6 +124,7 @@ DATA_TABLE=$STACK_PREFIX-data
 HISTORY_TABLE=$STACK_PREFIX-history
 IDEMPOTENCY_TABLE=$STACK_PREFIX-idempotency
 PARKED_TABLE=$STACK_PREFIX-parked
+SEQUENCES_TABLE=$STACK_PREFIX-sequences
 CALLER_MODE=local
 RUST_LOG=${RUST_LOG:-info}
 EOF
@@ -153,10 +154,12 @@ The local stack is up.
     API (both functions, the HTTP API's routes)  $api
         POST/PATCH $api/commands
         GET        $api/items/{pk}[/{sk}[/versions[/{v}]]]   (keys percent-encoded: # is %23)
+        POST       $api/sequences/{typeCode}/next, $api/master-data/copy
+        GET        $api/settings/{category}/{code}
         callers: CALLER_MODE=local, so send x-tenant-code, x-user-id and x-roles headers
     DynamoDB Local                               $AWS_ENDPOINT_URL_DYNAMODB
         tables $STACK_PREFIX-command (stream), $STACK_PREFIX-data, $STACK_PREFIX-history, $STACK_PREFIX-idempotency,
-        $STACK_PREFIX-parked (records data-sync can never project, with their reason)
+        $STACK_PREFIX-parked (records data-sync can never project, with their reason), $STACK_PREFIX-sequences
     logs                                         $state/functions.log, $state/stream-mapper.log
     records that failed every retry              $state/stream-failures.jsonl
     records data-sync parked (never projectable) target/debug/local-stack parked $STACK_PREFIX-parked <tenant> [<item id>]

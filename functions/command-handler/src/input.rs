@@ -16,7 +16,7 @@ use cqrs_keys::{VERSION_LATEST, validate_partition_key, validate_sort_key};
 use cqrs_problem::ApiError;
 
 /// The fields a command body may hold.
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 10] = [
     "entity",
     "pk",
     "sk",
@@ -26,6 +26,7 @@ const FIELDS: [&str; 9] = [
     "attributes",
     "isDeleted",
     "ttl",
+    "sequence",
 ];
 
 /// One field of a merge patch (RFC 7396) for a field that may be absent from the item: left out,
@@ -98,6 +99,14 @@ pub struct CommandInput {
     pub is_deleted: Option<bool>,
     /// Expiry in epoch seconds.
     pub ttl: Patch<i64>,
+    /// A create that draws a sequence number into one of its attributes
+    /// ([`crate::sequence::CommandSequence`]); taken (and drawn) by the handler before publishing.
+    pub sequence: Option<crate::sequence::CommandSequence>,
+    /// The number drawn for `sequence`, stored as the item's `seq`.
+    pub seq: Option<i64>,
+    /// The `source` recorded on the version; `None`: the route's (`POST /commands`). Never from
+    /// the body: the master-data copy marks its versions with it.
+    pub source: Option<String>,
 }
 
 /// Parses and validates a command body. `for_patch` refuses `version: 0` (a patch needs a stored
@@ -197,6 +206,10 @@ pub fn parse_command(body: &str, for_patch: bool) -> Result<CommandInput, ApiErr
         Patch::Value((name, other)) => return Err(wrong(name, "an object", &other)),
     };
     let ttl = integer(take("ttl"))?;
+    let sequence = match take("sequence") {
+        Patch::Absent | Patch::Null => None,
+        Patch::Value((_, value)) => Some(parse_sequence(&value)?),
+    };
     let input = CommandInput {
         entity,
         pk,
@@ -207,7 +220,32 @@ pub fn parse_command(body: &str, for_patch: bool) -> Result<CommandInput, ApiErr
         attributes,
         is_deleted,
         ttl,
+        sequence,
+        seq: None,
+        source: None,
     };
+    if let Some(sequence) = &input.sequence {
+        if input.version != 0 || for_patch {
+            return Err(ApiError::bad_field(
+                "sequence",
+                "a sequence number is drawn only by a create (POST with version 0)",
+            ));
+        }
+        if sequence.attribute.is_empty() {
+            return Err(ApiError::bad_field(
+                "sequence.attribute",
+                "must not be empty",
+            ));
+        }
+        if let Patch::Value(attributes) = &input.attributes
+            && attributes.contains_key(&sequence.attribute)
+        {
+            return Err(ApiError::bad_field(
+                format!("attributes.{}", sequence.attribute),
+                "is the sequence's attribute: the number is drawn into it, do not give it",
+            ));
+        }
+    }
     if !input.pk.is_empty() || input.entity.is_none() {
         validate_partition_key(&input.pk).map_err(|e| ApiError::bad_field("pk", e))?;
         validate_sort_key(&input.sk).map_err(|e| ApiError::bad_field("sk", e))?;
@@ -237,6 +275,21 @@ pub fn parse_command(body: &str, for_patch: bool) -> Result<CommandInput, ApiErr
         ));
     }
     Ok(input)
+}
+
+/// The `sequence` member: an object with `attribute`, `typeCode` and the optional draw members;
+/// an error names the member (`sequence.rotateBy`).
+fn parse_sequence(value: &Value) -> Result<crate::sequence::CommandSequence, ApiError> {
+    let json = serde_json::to_value(value).map_err(|e| ApiError::bad_field("sequence", e))?;
+    serde_path_to_error::deserialize(json).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path.is_empty() || path == "." {
+            "sequence".to_string()
+        } else {
+            format!("sequence.{path}")
+        };
+        ApiError::bad_field(field, e.into_inner())
+    })
 }
 
 #[cfg(test)]

@@ -22,9 +22,12 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod copy;
 pub mod entity;
 pub mod input;
 pub mod publish;
+pub mod sequence;
+pub mod ttl_policy;
 
 use cqrs_caller::{Caller, CallerMode, request_id, request_path, source_ip};
 use cqrs_problem::ApiError;
@@ -63,6 +66,8 @@ pub struct App {
     pub caller_mode: CallerMode,
     /// The entity model (`model.toml`, compiled in).
     pub model: std::sync::Arc<cqrs_model::Model>,
+    /// TTL policies read by this warm container ([`ttl_policy`]).
+    pub ttl_policies: std::sync::Arc<ttl_policy::PolicyCache>,
 }
 
 impl App {
@@ -76,6 +81,7 @@ impl App {
             store,
             caller_mode,
             model: std::sync::Arc::new(cqrs_model::Model::embedded()?),
+            ttl_policies: Default::default(),
         })
     }
 }
@@ -111,9 +117,14 @@ pub async fn handle(app: &App, request: Request) -> Response<Body> {
             let allow = matches!(error, ApiError::MethodNotAllowed(_));
             let mut response = error.into_response(&request_id);
             if allow {
+                let methods = if request_path(&request).starts_with("/commands") {
+                    "POST, PATCH"
+                } else {
+                    "POST"
+                };
                 response
                     .headers_mut()
-                    .insert(header::ALLOW, HeaderValue::from_static("POST, PATCH"));
+                    .insert(header::ALLOW, HeaderValue::from_static(methods));
             }
             response
         }
@@ -126,8 +137,16 @@ async fn handle_command(
     request_id: &str,
 ) -> Result<Response<Body>, ApiError> {
     let path = request_path(request);
+    if let Some(rest) = path.trim_end_matches('/').strip_prefix("/sequences/") {
+        return sequence_next(app, request, rest, request_id).await;
+    }
+    if path.trim_end_matches('/') == "/master-data/copy" {
+        return master_data_copy(app, request, request_id).await;
+    }
     if path.trim_end_matches('/') != "/commands" {
-        return Err(ApiError::NotFound(format!("no route {path}")));
+        return Err(ApiError::NotFound(format!(
+            "no route {path}: use /commands, /sequences/{{typeCode}}/next or /master-data/copy"
+        )));
     }
     let mode = match *request.method() {
         Method::POST => Mode::Replace,
@@ -148,6 +167,7 @@ async fn handle_command(
     cqrs_keys::validate_derived_keys(&input.pk, &input.sk)
         .map_err(|e| ApiError::bad_field("sk", e))?;
     caller.authorize_write(&input.pk)?;
+    ttl_policy::apply(app, &mut input, entity).await?;
     let idempotency_key = idempotency_key(request)?;
     let audit = Audit {
         ip: source_ip(request),
@@ -156,6 +176,7 @@ async fn handle_command(
         caller,
     };
     let Some(key) = idempotency_key else {
+        draw_into(app, &mut input, &audit).await?;
         return match publish_command(&app.store, &input, mode, &audit, entity, None).await? {
             Published::Stored(item) => Ok(stored(request_id, &item)),
             Published::KeyTaken => Err(ApiError::Internal(
@@ -175,6 +196,7 @@ async fn handle_command(
     if let Some(first) = app.store.get_idempotency(&record.key).await? {
         return replay(&first, &record);
     }
+    draw_into(app, &mut input, &audit).await?;
     match publish_command(&app.store, &input, mode, &audit, entity, Some(&record)).await? {
         Published::Stored(item) => Ok(stored(request_id, &item)),
         // A concurrent request with the same key won: answer as a retry of it.
@@ -186,6 +208,194 @@ async fn handle_command(
             )),
         },
     }
+}
+
+/// Draws the number a create asks for (`sequence`) into its attribute and `seq`, in the tenant
+/// of its `pk`. Runs after every check that can refuse the command without a write, so only a
+/// failing write (a lost race, a refusal of the model) leaves a gap.
+async fn draw_into(
+    app: &App,
+    input: &mut input::CommandInput,
+    audit: &Audit,
+) -> Result<(), ApiError> {
+    let Some(wanted) = input.sequence.take() else {
+        return Ok(());
+    };
+    let tenant = cqrs_keys::tenant_code(&input.pk)
+        .ok_or_else(|| ApiError::bad_field("pk", "names no tenant"))?
+        .to_string();
+    let drawn = sequence::draw(
+        &sequence::DrawContext {
+            store: &app.store,
+            caller: &audit.caller,
+            ip: &audit.ip,
+            request_id: &audit.request_id,
+        },
+        &sequence::DrawRequest {
+            tenant: &tenant,
+            type_code: &wanted.type_code,
+            rotate_by: wanted.rotate_by,
+            params: &wanted.params,
+            date: None,
+            prefix: wanted.prefix.as_deref(),
+            postfix: wanted.postfix.as_deref(),
+        },
+    )
+    .await
+    .map_err(|e| match e {
+        ApiError::BadRequest {
+            field: Some(field),
+            detail,
+        } => ApiError::BadRequest {
+            field: Some(format!("sequence.{field}")),
+            detail,
+        },
+        other => other,
+    })?;
+    let mut attributes = input.attributes.value().unwrap_or_default();
+    attributes.insert(
+        wanted.attribute,
+        cqrs_item::Value::String(drawn.formatted_no),
+    );
+    input.attributes = input::Patch::Value(attributes);
+    input.seq = Some(drawn.no);
+    Ok(())
+}
+
+/// `POST /sequences/{typeCode}/next`: draws the next number of the caller's tenant's sequence
+/// ([`sequence::draw`]) and answers it with `200`.
+async fn sequence_next(
+    app: &App,
+    request: &Request,
+    rest: &str,
+    request_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    let Some((segment, "next")) = rest.split_once('/') else {
+        return Err(ApiError::NotFound(format!(
+            "no route /sequences/{rest}: use POST /sequences/{{typeCode}}/next"
+        )));
+    };
+    if segment.contains('/') {
+        return Err(ApiError::NotFound(format!(
+            "no route /sequences/{rest}: use POST /sequences/{{typeCode}}/next"
+        )));
+    }
+    if *request.method() != Method::POST {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "{} /sequences/{{typeCode}}/next: use POST",
+            request.method()
+        )));
+    }
+    let type_code = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .map_err(|_| ApiError::bad_field("typeCode", "is not UTF-8 once percent-decoded"))?;
+    let caller = Caller::from_request(request, app.caller_mode)?;
+    let body = optional_json_body(request)?;
+    let next: sequence::NextRequest = match body {
+        None => sequence::NextRequest::default(),
+        Some(text) => parse_strict(text)?,
+    };
+    let tenant = next
+        .tenant_code
+        .clone()
+        .unwrap_or_else(|| caller.tenant_code.clone());
+    let ip = source_ip(request);
+    let drawn = sequence::draw(
+        &sequence::DrawContext {
+            store: &app.store,
+            caller: &caller,
+            ip: &ip,
+            request_id,
+        },
+        &sequence::DrawRequest {
+            tenant: &tenant,
+            type_code: &type_code,
+            rotate_by: next.rotate_by,
+            params: &next.params,
+            date: next.date.as_deref(),
+            prefix: next.prefix.as_deref(),
+            postfix: next.postfix.as_deref(),
+        },
+    )
+    .await?;
+    tracing::info!(%request_id, id = %drawn.id, no = drawn.no, "sequence drawn");
+    Ok(json_response(StatusCode::OK, &drawn))
+}
+
+/// `POST /master-data/copy`: one page of copying `common`'s master data to a tenant
+/// ([`copy::copy_master_data`]), answered with `200` and its report.
+async fn master_data_copy(
+    app: &App,
+    request: &Request,
+    request_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    if *request.method() != Method::POST {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "{} /master-data/copy: use POST",
+            request.method()
+        )));
+    }
+    let caller = Caller::from_request(request, app.caller_mode)?;
+    let body: copy::CopyRequest = match optional_json_body(request)? {
+        None => copy::CopyRequest::default(),
+        Some(text) => parse_strict(text)?,
+    };
+    let audit = Audit {
+        ip: source_ip(request),
+        request_id: request_id.to_string(),
+        now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        caller: caller.clone(),
+    };
+    let report = copy::copy_master_data(app, &caller, body, &audit).await?;
+    tracing::info!(
+        %request_id,
+        tenant = %report.tenant_code,
+        created = report.created.len(),
+        updated = report.updated.len(),
+        unchanged = report.unchanged,
+        kept = report.kept.len(),
+        "master data copied"
+    );
+    Ok(json_response(StatusCode::OK, &report))
+}
+
+/// Parses a JSON body into `T`, refusing unknown members; an error names the member's path.
+fn parse_strict<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." || inner.is_syntax() || inner.is_eof() {
+            ApiError::bad_request(format!("the body is not valid: {inner}"))
+        } else {
+            ApiError::bad_field(path, inner)
+        }
+    })
+}
+
+/// A JSON answer with `status`.
+fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
+    let json = serde_json::to_string(body).unwrap_or_default();
+    let mut response = Response::new(Body::Text(json));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The body as JSON text, or `None` when it is empty (a request whose members are all optional).
+fn optional_json_body(request: &Request) -> Result<Option<&str>, ApiError> {
+    let empty = match request.body() {
+        Body::Text(text) => text.trim().is_empty(),
+        Body::Binary(bytes) => bytes.iter().all(u8::is_ascii_whitespace),
+        _ => true,
+    };
+    if empty {
+        return Ok(None);
+    }
+    json_body(request).map(Some)
 }
 
 fn stored(request_id: &str, item: &cqrs_item::Item) -> Response<Body> {

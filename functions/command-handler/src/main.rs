@@ -15,6 +15,9 @@ use lambda_http::{Error, Request, service_fn};
 async fn main() -> Result<(), Error> {
     lambda_http::tracing::init_default_subscriber();
     let tables = Tables::from_env()?;
+    if tables.sequences.is_none() {
+        return Err(cqrs_store::ConfigError::MissingVariable("SEQUENCES_TABLE").into());
+    }
     let caller_mode = CallerMode::from_env()?;
     let config = aws_config::load_from_env().await;
     let started = std::time::Instant::now();

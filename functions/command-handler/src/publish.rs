@@ -309,7 +309,7 @@ fn build_item(
             input.attributes.value().unwrap_or_default(),
             input.is_deleted.unwrap_or(false),
             input.ttl.value(),
-            base.and_then(|b| b.seq),
+            input.seq.or(base.and_then(|b| b.seq)),
         ),
     };
     let mut item = Item {
@@ -325,7 +325,10 @@ fn build_item(
         seq,
         ttl,
         attributes,
-        source: mode.source().to_string(),
+        source: input
+            .source
+            .clone()
+            .unwrap_or_else(|| mode.source().to_string()),
         request_id: audit.request_id.clone(),
         created_at,
         created_by,

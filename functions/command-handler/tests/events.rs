@@ -17,6 +17,9 @@ const EXPECTED: &[(&str, u16, Option<i64>)] = &[
     ("05-conflict.json", 409, None),
     ("06-bad-body.json", 400, None),
     ("07-create-by-entity.json", 202, Some(1)),
+    ("08-sequence-next.json", 200, None),
+    ("09-sequence-other-tenant.json", 403, None),
+    ("10-master-data-copy.json", 200, None),
 ];
 
 #[tokio::test]
@@ -48,6 +51,18 @@ async fn every_sample_event_gets_its_answer() {
         assert_eq!(got, *status, "{file}: {body}");
         if let Some(version) = version {
             assert_eq!(body["version"], *version, "{file}");
+        } else if *status == 200 && file.contains("master-data-copy") {
+            // Nothing in common to copy: an empty, complete report.
+            assert_eq!(body["tenantCode"], "tenant001", "{file}: {body}");
+            assert_eq!(body["unchanged"], 0, "{file}: {body}");
+            assert!(body["cursor"].is_null(), "{file}: {body}");
+        } else if *status == 200 {
+            // A sequence draw: the first number of the tenant's yearly counter.
+            assert_eq!(body["no"], 1, "{file}: {body}");
+            assert!(
+                body["formattedNo"].as_str().unwrap().starts_with("INV-"),
+                "{file}: {body}"
+            );
         } else {
             assert!(
                 body["type"]

@@ -38,6 +38,7 @@ pub mod cursor;
 pub mod params;
 pub mod pattern;
 pub mod route;
+pub mod settings;
 
 use std::sync::Arc;
 
@@ -252,6 +253,9 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
         Some(RequestContext::ApiGatewayV2(context)) => context.stage.clone(),
         _ => None,
     };
+    if let Some((category, code)) = route::setting_path(&path, stage.as_deref()) {
+        return settings::get_setting(app, request, category, code).await;
+    }
     let route = route::parse_path(&path, stage.as_deref())?;
     if request.method() != Method::GET {
         return Err(ApiError::MethodNotAllowed(format!(

@@ -42,7 +42,7 @@ pub trait EntrySource: Sync {
     fn get_data_items(
         &self,
         keys: &[(String, String)],
-    ) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<HashMap<(String, String), Item>, StoreError>> + Send;
 }
 
 impl EntrySource for Store {
@@ -56,7 +56,7 @@ impl EntrySource for Store {
     fn get_data_items(
         &self,
         keys: &[(String, String)],
-    ) -> impl Future<Output = Result<Vec<Item>, StoreError>> + Send {
+    ) -> impl Future<Output = Result<HashMap<(String, String), Item>, StoreError>> + Send {
         Store::get_data_items(self, keys)
     }
 }
@@ -334,12 +334,8 @@ async fn resolve<S: EntrySource>(
             .iter()
             .filter_map(|(_, e)| e.table_key())
             .collect();
-        let items = source.get_data_items(&keys).await?;
-        stats.reread += items.len();
-        current = items
-            .into_iter()
-            .map(|item| ((item.pk.clone(), item.sk.clone()), item))
-            .collect();
+        current = source.get_data_items(&keys).await?;
+        stats.reread += current.len();
     }
     let mut answer = Vec::with_capacity(candidates.len());
     for (shard, entry) in candidates {

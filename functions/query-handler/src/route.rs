@@ -19,7 +19,7 @@
 //!
 //! let route = parse_path("/items/ORDER%23t1/ORDER_ITEM%23o1%23001/versions", None).unwrap();
 //! assert_eq!(route, Route::Versions { pk: "ORDER%23t1", sk: "ORDER_ITEM%23o1%23001" });
-//! assert_eq!(route.pk(), "ORDER%23t1");
+//! assert_eq!(route.pk(), Some("ORDER%23t1"));
 //! ```
 
 use std::borrow::Cow;
@@ -139,6 +139,32 @@ pub fn parse_path<'a>(path: &'a str, stage: Option<&str>) -> Result<Route<'a>, A
         [pk, sk, "versions", version] => Ok(Route::Version { pk, sk, version }),
         _ => Err(not_found()),
     }
+}
+
+/// The `{category}` and `{code}` segments (still encoded) of `GET /settings/{category}/{code}`
+/// (the answer of [`crate::settings`]); `None` for any other path. A leading `stage` segment
+/// and a trailing `/` are skipped as in [`parse_path`].
+///
+/// ```
+/// use query_handler::route::setting_path;
+///
+/// assert_eq!(setting_path("/settings/ui/theme", None), Some(("ui", "theme")));
+/// assert_eq!(setting_path("/prod/settings/ui/theme/", Some("prod")), Some(("ui", "theme")));
+/// assert_eq!(setting_path("/settings/ui", None), None);
+/// assert_eq!(setting_path("/items/ui/theme", None), None);
+/// ```
+pub fn setting_path<'a>(path: &'a str, stage: Option<&str>) -> Option<(&'a str, &'a str)> {
+    let mut trimmed = path.strip_suffix('/').unwrap_or(path);
+    if let Some(stage) = stage.filter(|s| !s.is_empty() && *s != "$default")
+        && let Some(rest) = trimmed
+            .strip_prefix('/')
+            .and_then(|p| p.strip_prefix(stage))
+        && rest.starts_with("/settings/")
+    {
+        trimmed = rest;
+    }
+    let (category, code) = trimmed.strip_prefix("/settings/")?.split_once('/')?;
+    (!category.is_empty() && !code.is_empty() && !code.contains('/')).then_some((category, code))
 }
 
 /// Percent-decodes one path segment, once; a segment that is not UTF-8 once decoded is a 400

@@ -114,6 +114,7 @@ const EXPECTED: &[(&str, u16, Check)] = &[
         Check::Listing(&["ORDER#01HX7MBJK3V9WQBZ7XNDK5ZT4B"], false),
     ),
     ("17-query-unknown-pattern.json", 400, Check::Problem),
+    ("18-get-setting-other-tenant.json", 403, Check::Problem),
 ];
 
 async fn seed(h: &Harness) {
@@ -182,9 +183,11 @@ async fn every_sample_event_gets_its_answer() {
             serde_json::from_str(&serde_json::to_string(&event).unwrap()).unwrap();
         assert_eq!(event, again, "{file} round-trips");
         assert_eq!(event.request_context.http.method, "GET", "{file}");
-        let route = event.route_key.unwrap();
+        let route_key = event.route_key.unwrap();
         assert!(
-            route.starts_with("GET /items/{pk}") || route == "GET /query/{pattern}",
+            route_key.starts_with("GET /items/{pk}")
+                || route_key == "GET /query/{pattern}"
+                || route_key == "GET /settings/{category}/{code}",
             "{file}"
         );
 

@@ -511,7 +511,10 @@ impl EntrySource for StaleIndex<'_> {
         Ok(page)
     }
 
-    async fn get_data_items(&self, keys: &[(String, String)]) -> Result<Vec<Item>, StoreError> {
+    async fn get_data_items(
+        &self,
+        keys: &[(String, String)],
+    ) -> Result<std::collections::HashMap<(String, String), Item>, StoreError> {
         self.store.get_data_items(keys).await
     }
 }

@@ -57,6 +57,7 @@ pub mod constants;
 pub mod entity;
 pub mod error;
 pub mod helpers;
+pub mod master;
 pub mod multi_attribute;
 pub mod parked;
 pub mod shard;

@@ -268,11 +268,23 @@ impl Store {
         Ok(EntryPage { entries, more })
     }
 
-    /// The data table's items of `keys` (`pk`, `sk`), strongly consistent, in any order; keys the
-    /// table does not hold are left out. Unprocessed keys are retried with backoff; keys still
-    /// unprocessed after that are a [`StoreError::Throttled`].
-    pub async fn get_data_items(&self, keys: &[(String, String)]) -> Result<Vec<Item>, StoreError> {
-        let mut items = Vec::with_capacity(keys.len());
+    /// The data table's items of `keys` (`pk`, `sk`), strongly consistent, by key; keys the table
+    /// does not hold are absent from the map. `BatchGetItem` calls of at most [`BATCH_GET_KEYS`]
+    /// keys; unprocessed keys are asked for again with backoff, and keys still unprocessed after 8
+    /// retries are a [`StoreError::Throttled`].
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let key = ("MASTER#t1".to_string(), "SETTING#ui#theme".to_string());
+    /// let items = store.get_data_items(&[key.clone()]).await?;
+    /// println!("{}", items.contains_key(&key));
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_data_items(
+        &self,
+        keys: &[(String, String)],
+    ) -> Result<HashMap<(String, String), Item>, StoreError> {
+        let mut items = HashMap::with_capacity(keys.len());
         for chunk in keys.chunks(BATCH_GET_KEYS) {
             let mut unique: Vec<&(String, String)> = chunk.iter().collect();
             unique.sort_unstable();
@@ -306,7 +318,8 @@ impl Store {
                     && let Some(found) = responses.remove(&self.tables.data)
                 {
                     for attributes in found {
-                        items.push(Item::from_attributes(attributes)?);
+                        let item = Item::from_attributes(attributes)?;
+                        items.insert((item.pk.clone(), item.sk.clone()), item);
                     }
                 }
                 pending = output

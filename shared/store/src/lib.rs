@@ -41,6 +41,9 @@ pub mod head;
 pub mod parked;
 pub mod projection;
 pub mod query;
+pub mod sequence;
+pub mod settings;
+pub mod ttl_policy;
 
 use aws_sdk_dynamodb::{Client, error::ProvideErrorMetadata, error::SdkError};
 
@@ -65,6 +68,9 @@ pub struct Tables {
     /// Parked stream records of data-sync (`PARKED_TABLE`); only data-sync needs it, so it is
     /// optional here and data-sync requires it at start ([`Tables::require_parked`]).
     pub parked: Option<String>,
+    /// Sequence counters (`SEQUENCES_TABLE`, `SEQ#tenant` items); only the command handler needs
+    /// it ([`Tables::with_sequences`]).
+    pub sequences: Option<String>,
 }
 
 impl Tables {
@@ -86,6 +92,7 @@ impl Tables {
             history: history.into(),
             idempotency: idempotency.into(),
             parked: None,
+            sequences: None,
         }
     }
 
@@ -97,6 +104,17 @@ impl Tables {
     /// ```
     pub fn with_parked(mut self, parked: impl Into<String>) -> Self {
         self.parked = Some(parked.into());
+        self
+    }
+
+    /// The same tables with a sequences table.
+    ///
+    /// ```
+    /// let t = cqrs_store::Tables::new("c", "d", "h", "i").with_sequences("s");
+    /// assert_eq!(t.sequences.as_deref(), Some("s"));
+    /// ```
+    pub fn with_sequences(mut self, sequences: impl Into<String>) -> Self {
+        self.sequences = Some(sequences.into());
         self
     }
 
@@ -115,8 +133,9 @@ impl Tables {
     }
 
     /// Reads the table names from the environment (`COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`,
-    /// `IDEMPOTENCY_TABLE`); a missing or empty one is an error that names it. `PARKED_TABLE` is
-    /// read when set (data-sync's parked records).
+    /// `IDEMPOTENCY_TABLE`); a missing or empty one is an error that names it. `PARKED_TABLE` and
+    /// `SEQUENCES_TABLE` are read when set (data-sync's parked records, the command handler's
+    /// sequence counters).
     ///
     /// ```
     /// // The doctest environment sets none of them.
@@ -146,6 +165,7 @@ impl Tables {
             history: get("HISTORY_TABLE")?,
             idempotency: get("IDEMPOTENCY_TABLE")?,
             parked: get("PARKED_TABLE").ok(),
+            sequences: get("SEQUENCES_TABLE").ok(),
         })
     }
 }

@@ -270,7 +270,7 @@ pub fn parse_template(yaml: &str) -> Result<Vec<TableSpec>, TemplateError> {
 /// use cqrs_testkit::template::{load_template, WORKSPACE_TEMPLATE};
 ///
 /// let specs = load_template(WORKSPACE_TEMPLATE).unwrap();
-/// assert_eq!(specs.len(), 5);
+/// assert_eq!(specs.len(), 6);
 /// assert!(load_template("/nonexistent/template.yaml").is_err());
 /// ```
 pub fn load_template(path: impl AsRef<Path>) -> Result<Vec<TableSpec>, TemplateError> {
@@ -289,7 +289,7 @@ pub fn load_template(path: impl AsRef<Path>) -> Result<Vec<TableSpec>, TemplateE
 /// ```
 /// let specs = cqrs_testkit::template::workspace_tables().unwrap();
 /// let ids: Vec<_> = specs.iter().map(|s| s.logical_id.as_str()).collect();
-/// assert_eq!(ids, ["CommandTable", "DataTable", "HistoryTable", "IdempotencyTable", "ParkedTable"]);
+/// assert_eq!(ids, ["CommandTable", "DataTable", "HistoryTable", "IdempotencyTable", "ParkedTable", "SequencesTable"]);
 /// ```
 pub fn workspace_tables() -> Result<Vec<TableSpec>, TemplateError> {
     load_template(WORKSPACE_TEMPLATE)

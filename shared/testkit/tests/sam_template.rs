@@ -34,9 +34,12 @@ const FUNCTIONS: [(&str, &str); 3] = [
 ];
 
 /// Every route of the HTTP API: method, path, function.
-const ROUTES: [(&str, &str, &str); 7] = [
+const ROUTES: [(&str, &str, &str); 10] = [
     ("POST", "/commands", COMMAND_FN),
     ("PATCH", "/commands", COMMAND_FN),
+    ("POST", "/sequences/{typeCode}/next", COMMAND_FN),
+    ("POST", "/master-data/copy", COMMAND_FN),
+    ("GET", "/settings/{category}/{code}", QUERY_FN),
     ("GET", "/items/{pk}", QUERY_FN),
     ("GET", "/items/{pk}/{sk}", QUERY_FN),
     ("GET", "/items/{pk}/{sk}/versions", QUERY_FN),
@@ -90,6 +93,13 @@ fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
                 &["${HistoryTable.Arn}/index/id-version-index"],
             ),
             (&["dynamodb:GetItem"], &["${DataTable.Arn}"]),
+            // Sequences: one UpdateItem per draw; master items (formats, time zone, TTL
+            // policies) with their `common` fallback in one BatchGetItem.
+            (&["dynamodb:UpdateItem"], &["${SequencesTable.Arn}"]),
+            (
+                &["dynamodb:BatchGetItem", "dynamodb:Query"],
+                &["${DataTable.Arn}"],
+            ),
         ],
         // Its own role: the command table's stream only, conditional puts into both projections
         // (reads to compare on a conflict), parked records, the mapping's failure queue, its log
@@ -132,6 +142,8 @@ fn expected_grants(function: &str) -> BTreeSet<(String, String)> {
             ),
             // minVersion: one read of the item's head record.
             (&["dynamodb:GetItem"], &["${IdempotencyTable.Arn}"]),
+            // GET /settings/...: the tenant's and common's setting in one BatchGetItem.
+            (&["dynamodb:BatchGetItem"], &["${DataTable.Arn}"]),
         ],
         other => panic!("no expected grants for {other}"),
     };
@@ -535,6 +547,16 @@ fn check_environment(t: &Value) -> Problems {
             &["Environment", "Variables", "PARKED_TABLE"],
         ),
         "${ParkedTable}",
+    );
+    // The command handler draws sequence numbers from its own table.
+    expect_eq(
+        &mut problems,
+        &format!("{COMMAND_FN}.Environment.Variables.SEQUENCES_TABLE"),
+        get(
+            &effective(t, COMMAND_FN),
+            &["Environment", "Variables", "SEQUENCES_TABLE"],
+        ),
+        "${SequencesTable}",
     );
     let mut all = Vec::new();
     strings(t, &mut all);
@@ -1010,7 +1032,8 @@ fn the_tables_still_parse_for_dynamodb_local() {
             "DataTable",
             "HistoryTable",
             "IdempotencyTable",
-            "ParkedTable"
+            "ParkedTable",
+            "SequencesTable"
         ]
     );
 }
@@ -1317,7 +1340,7 @@ fn policies_check_fails() {
     assert_fails(
         check_policies,
         &t,
-        "missing [(\"dynamodb:GetItem\", \"${CommandTable.Arn}\")",
+        "missing [(\"dynamodb:BatchGetItem\", \"${DataTable.Arn}\"), (\"dynamodb:GetItem\", \"${CommandTable.Arn}\")",
     );
 
     // The history index missing from the query handler.
@@ -1347,6 +1370,21 @@ fn data_sync_environment_names_the_parked_table() {
         vars.remove("PARKED_TABLE");
     }
     assert_fails(check_environment, &t, "PARKED_TABLE");
+
+    let mut t = workspace();
+    if let Value::Mapping(vars) = at(
+        &mut t,
+        &[
+            "Resources",
+            COMMAND_FN,
+            "Properties",
+            "Environment",
+            "Variables",
+        ],
+    ) {
+        vars.remove("SEQUENCES_TABLE");
+    }
+    assert_fails(check_environment, &t, "SEQUENCES_TABLE");
 }
 
 #[test]

@@ -29,7 +29,7 @@ fn specs() -> Vec<TableSpec> {
 }
 
 #[test]
-fn exactly_five_tables_in_order() {
+fn exactly_six_tables_in_order() {
     let ids: Vec<_> = specs().into_iter().map(|s| s.logical_id).collect();
     assert_eq!(
         ids,
@@ -38,9 +38,20 @@ fn exactly_five_tables_in_order() {
             DATA_TABLE,
             HISTORY_TABLE,
             IDEMPOTENCY_TABLE,
-            cqrs_testkit::fixtures::PARKED_TABLE
+            cqrs_testkit::fixtures::PARKED_TABLE,
+            "SequencesTable"
         ]
     );
+}
+
+#[test]
+fn sequences_table_has_pk_sk_no_ttl_and_no_stream() {
+    // Sequences never expire, and a counter row must never reach data-sync's stream.
+    let specs = specs();
+    let t = template::find(&specs, "SequencesTable").unwrap();
+    assert_eq!(t.key_schema, pk_sk());
+    assert!(t.ttl_attribute.is_none());
+    assert!(t.stream_view_type.is_none());
 }
 
 #[test]

@@ -50,6 +50,13 @@ impl Harness {
 
     pub async fn with_mode(caller_mode: CallerMode) -> Self {
         let tables = cqrs_testkit::fresh_tables().await;
+        let sequences = format!("{}-sequences", tables.command.trim_end_matches("-command"));
+        let specs = cqrs_testkit::template::workspace_tables().expect("template.yaml parses");
+        let spec = cqrs_testkit::template::find(&specs, "SequencesTable")
+            .expect("SequencesTable in template.yaml");
+        cqrs_testkit::tables::create_table(&tables.client, spec, &sequences)
+            .await
+            .expect("sequences table");
         let store = Store::new(
             tables.client.clone(),
             Tables::new(
@@ -57,7 +64,8 @@ impl Harness {
                 &tables.data,
                 &tables.history,
                 &tables.idempotency,
-            ),
+            )
+            .with_sequences(sequences),
         );
         Harness {
             app: App::new(store, caller_mode).expect("the repository's model.toml checks"),

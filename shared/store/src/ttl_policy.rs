@@ -1,0 +1,70 @@
+//! TTL policies: `MASTER#tenant` / `TTL#table` items (mbc-cqrs-serverless' layout) whose
+//! `attributes.days` says how many days a new version of that table's items is kept. Read with the
+//! `common` fallback ([`Store::master_item_with_common`]).
+//!
+//! `table` is the model entity's name (`order`), or the item type (the `pk` prefix, `PRODUCT`) for
+//! items of no entity.
+
+use cqrs_keys::master::ttl_policy_sk;
+
+use crate::settings::Source;
+use crate::{Store, StoreError};
+
+/// A TTL policy: keep each new version this many days.
+///
+/// ```
+/// let policy = cqrs_store::ttl_policy::TtlPolicy { days: 30, source: cqrs_store::settings::Source::Common };
+/// assert_eq!(policy.expiry(1_000), 1_000 + 30 * 86_400);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TtlPolicy {
+    /// Days to keep, at least 1.
+    pub days: i64,
+    /// Whether the tenant's own policy or `common`'s.
+    pub source: Source,
+}
+
+impl TtlPolicy {
+    /// The `ttl` (epoch seconds) of a version written at `now` (epoch seconds).
+    ///
+    /// ```
+    /// let policy = cqrs_store::ttl_policy::TtlPolicy { days: 1, source: cqrs_store::settings::Source::Tenant };
+    /// assert_eq!(policy.expiry(0), 86_400);
+    /// ```
+    pub fn expiry(&self, now: i64) -> i64 {
+        now.saturating_add(self.days.saturating_mul(86_400))
+    }
+}
+
+impl Store {
+    /// The TTL policy of `table` for `tenant` (else `common`'s); `None` when neither has a live
+    /// policy. A policy whose `days` is not a whole number of at least 1 is no policy (and is
+    /// logged): a bad policy never expires data by accident.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// if let Some(policy) = store.ttl_policy("t1", "order").await? {
+    ///     println!("orders of t1 are kept {} days", policy.days);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn ttl_policy(
+        &self,
+        tenant: &str,
+        table: &str,
+    ) -> Result<Option<TtlPolicy>, StoreError> {
+        let Ok(sk) = ttl_policy_sk(table) else {
+            return Ok(None);
+        };
+        let Some((item, source)) = self.master_item_with_common(tenant, &sk).await? else {
+            return Ok(None);
+        };
+        match item.attributes.get("days").and_then(|d| d.as_i64()) {
+            Some(days) if days >= 1 => Ok(Some(TtlPolicy { days, source })),
+            _ => {
+                tracing::error!(id = %item.id, "TTL policy without a whole `days` of at least 1: ignored");
+                Ok(None)
+            }
+        }
+    }
+}
