@@ -201,12 +201,13 @@ pub async fn read_page<S: EntrySource>(
             break;
         }
         let need = limit - items.len();
-        // Refill every live shard whose buffer ran empty with its share of what is needed.
+        // Read every shard that blocks the merge, each for its share of what the page needs.
         let live = shards.iter().filter(|s| s.live()).count().max(1);
-        let share = need.div_ceil(live).max(1);
+        let share = need.div_ceil(live) + 1;
+        let head = first_head(plan, &shards, forward);
         let mut reads = Vec::new();
         for (i, shard) in shards.iter().enumerate() {
-            if shard.buffer.is_empty() && shard.more {
+            if blocks(plan, shard, head.as_ref(), forward) {
                 let mut query = EntryQuery::for_partition(plan, i, forward, share);
                 query.start = shard.read_from.clone();
                 reads.push(async move { (i, source.query_entries(&query).await) });
@@ -227,23 +228,18 @@ pub async fn read_page<S: EntrySource>(
                 shard.buffer.extend(page.entries);
             }
         }
-        // Merge: take the first entry of all shards while every live shard has one to compare.
+        // Merge: take the first entry of all shards while no shard that ran dry could hold an
+        // earlier one.
         let mut candidates = Vec::new();
         while candidates.len() < need {
-            if shards.iter().any(|s| s.buffer.is_empty() && s.more) {
+            let head = first_head(plan, &shards, forward);
+            if shards
+                .iter()
+                .any(|s| blocks(plan, s, head.as_ref(), forward))
+            {
                 break;
             }
-            let next = shards
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| s.buffer.front().map(|e| (i, e)))
-                .min_by(|(a, x), (b, y)| {
-                    let order = compare(plan, x, y);
-                    let order = if forward { order } else { order.reverse() };
-                    order.then(a.cmp(b))
-                })
-                .map(|(i, _)| i);
-            let Some(i) = next else { break };
+            let Some((i, _)) = head else { break };
             if let Some(shard) = shards.get_mut(i)
                 && let Some(entry) = shard.buffer.pop_front()
             {
@@ -279,10 +275,49 @@ pub async fn read_page<S: EntrySource>(
     })
 }
 
-/// Orders two entries by the pattern's sort attributes, left to right.
-fn compare(plan: &PatternQuery<'_>, a: &Entry, b: &Entry) -> Ordering {
+/// The shard whose first buffered entry comes first in the read's order, with that entry's key
+/// (ties go to the lower shard).
+fn first_head(
+    plan: &PatternQuery<'_>,
+    shards: &[Shard],
+    forward: bool,
+) -> Option<(usize, EntryKey)> {
+    shards
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.buffer.front().map(|e| (i, &e.key)))
+        .min_by(|(a, x), (b, y)| ordered(plan, x, y, forward).then(a.cmp(b)))
+        .map(|(i, key)| (i, key.clone()))
+}
+
+/// Whether `shard` must be read before the merge can take `head`: its buffer is empty, it may hold
+/// more, and what it holds next could come before `head` (entries follow the last one read, so a
+/// shard whose last entry already comes after `head` need not be read yet).
+fn blocks(
+    plan: &PatternQuery<'_>,
+    shard: &Shard,
+    head: Option<&(usize, EntryKey)>,
+    forward: bool,
+) -> bool {
+    if !shard.buffer.is_empty() || !shard.more {
+        return false;
+    }
+    match (&shard.read_from, head) {
+        (Some(last), Some((_, head))) => ordered(plan, last, head, forward) != Ordering::Greater,
+        _ => true,
+    }
+}
+
+/// [`compare`] in the read's order.
+fn ordered(plan: &PatternQuery<'_>, a: &EntryKey, b: &EntryKey, forward: bool) -> Ordering {
+    let order = compare(plan, a, b);
+    if forward { order } else { order.reverse() }
+}
+
+/// Orders two positions by the pattern's sort attributes, left to right.
+fn compare(plan: &PatternQuery<'_>, a: &EntryKey, b: &EntryKey) -> Ordering {
     for attr in &plan.sort_attrs {
-        let order = match (a.key.get(&attr.name), b.key.get(&attr.name)) {
+        let order = match (a.get(&attr.name), b.get(&attr.name)) {
             (Some(KeyValue::S(x)), Some(KeyValue::S(y))) => x.as_bytes().cmp(y.as_bytes()),
             (Some(KeyValue::N(x)), Some(KeyValue::N(y))) => compare_numbers(x, y),
             (x, y) => x.cmp(&y),
