@@ -9,6 +9,11 @@
 //!   `attribute_not_exists(pk) OR version < :version`. When the condition fails the data table
 //!   already holds this version or a newer one: that is success ([`DataWrite::AlreadyCurrent`]),
 //!   never an error, so an old version can never overwrite a newer one.
+//! - [`Store::put_data_revised`] (the operator CLI's rebuild) also rewrites the **same** version
+//!   when the stored item's `modelRevision` differs: index keys recomputed by a newer entity
+//!   model are backfilled, and still no version ever moves backwards.
+//! - [`Store::put_history_batch`] writes a whole stream batch into history: `BatchGetItem` finds
+//!   what is there (replay or conflict), `BatchWriteItem` writes the rest, 25 a call.
 //! - [`Store::put_history`] writes the version under `sk@version` with a `PutItem` conditional on
 //!   `attribute_not_exists(pk)`. A version is immutable, so when the key is taken the stored row is
 //!   compared with the incoming one: the same content is an idempotent replay
@@ -189,22 +194,61 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub async fn put_data_if_newer(&self, item: &Item) -> Result<DataWrite, StoreError> {
+        self.put_data(item, None).await
+    }
+
+    /// Like [`Store::put_data_if_newer`], and also rewrites the **same** version when the stored
+    /// item's `modelRevision` differs from `item`'s (or the stored item has none): the write of a
+    /// rebuild that recomputed a version's index keys with the current entity model. Never an
+    /// older version. An item without a revision is written exactly as by `put_data_if_newer`.
+    ///
+    /// Only the operator CLI's rebuild writes this way. data-sync keeps the strict condition, so
+    /// that a stream record redelivered after a rebuild (it carries the revision of the model
+    /// that wrote it) cannot put the old index keys back.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let mut rebuilt = cqrs_item::Item::example();
+    /// rebuilt.model_revision = Some("0123456789abcdef".into());
+    /// store.put_data_revised(&rebuilt).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn put_data_revised(&self, item: &Item) -> Result<DataWrite, StoreError> {
+        self.put_data(item, item.model_revision.as_deref()).await
+    }
+
+    /// The data-table write: newer versions always, the same version too when `revision` is
+    /// given and the stored one differs.
+    async fn put_data(&self, item: &Item, revision: Option<&str>) -> Result<DataWrite, StoreError> {
         let attributes = item.clone().into_data_item().to_attributes()?;
         let version = AttributeValue::N(item.version.to_string());
+        let condition = match revision {
+            None => "attribute_not_exists(#pk) OR #version < :version",
+            Some(_) => {
+                "attribute_not_exists(#pk) OR #version < :version OR (#version = :version AND \
+                 (attribute_not_exists(#revision) OR #revision <> :revision))"
+            }
+        };
         Retry::default()
             .run(|| async {
-                let result = self
+                let mut request = self
                     .client
                     .put_item()
                     .table_name(&self.tables.data)
                     .set_item(Some(attributes.clone()))
-                    .condition_expression("attribute_not_exists(#pk) OR #version < :version")
+                    .condition_expression(condition)
                     .expression_attribute_names("#pk", "pk")
                     .expression_attribute_names("#version", "version")
-                    .expression_attribute_values(":version", version.clone())
-                    .send()
-                    .await;
-                match result {
+                    .expression_attribute_values(":version", version.clone());
+                if let Some(revision) = revision {
+                    request = request
+                        .expression_attribute_names("#revision", "modelRevision")
+                        .expression_attribute_values(
+                            ":revision",
+                            AttributeValue::S(revision.to_string()),
+                        );
+                }
+                match request.send().await {
                     Ok(_) => Ok(DataWrite::Written),
                     Err(e) if is_condition_failure(&e) => Ok(DataWrite::AlreadyCurrent),
                     Err(e) => Err(sdk_error("PutItem (data)", e)),

@@ -133,3 +133,56 @@ async fn an_empty_batch_answers_nothing() {
     let (store, _t) = store().await;
     assert!(store.put_history_batch(&[]).await.is_empty());
 }
+
+fn revised(base: &str, v: i64, revision: &str, gsi: &str) -> Item {
+    let mut item = version(base, v);
+    item.model_revision = Some(revision.into());
+    item.index_keys
+        .insert("gsi1pk".into(), cqrs_item::Value::from(gsi.to_string()));
+    item
+}
+
+#[tokio::test]
+async fn a_rebuild_rewrites_the_same_version_with_another_revision_never_an_older_one() {
+    let (store, _t) = store().await;
+    use cqrs_store::projection::DataWrite::{AlreadyCurrent, Written};
+    let old = revised("R", 2, "aaaaaaaaaaaaaaaa", "OLD#1");
+    assert_eq!(store.put_data_if_newer(&old).await.unwrap(), Written);
+
+    // The same version with new index keys, computed by another model revision: rewritten.
+    let new = revised("R", 2, "bbbbbbbbbbbbbbbb", "NEW#1");
+    assert_eq!(store.put_data_revised(&new).await.unwrap(), Written);
+    assert_eq!(store.put_data_revised(&new).await.unwrap(), AlreadyCurrent);
+    // An older version, whatever its revision: refused.
+    let older = revised("R", 1, "cccccccccccccccc", "OLDER#1");
+    assert_eq!(
+        store.put_data_revised(&older).await.unwrap(),
+        AlreadyCurrent
+    );
+    // data-sync's replay of the version with the old revision does not put the old keys back.
+    assert_eq!(store.put_data_if_newer(&old).await.unwrap(), AlreadyCurrent);
+    let stored = store
+        .get_data_item("PRODUCT#t1", "R")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.version, 2);
+    assert_eq!(stored.model_revision.as_deref(), Some("bbbbbbbbbbbbbbbb"));
+    assert_eq!(stored.index_keys["gsi1pk"], "NEW#1");
+
+    // A stored item without a revision (written before the model) is rewritten too.
+    let mut plain = version("S", 1);
+    plain.model_revision = None;
+    assert_eq!(store.put_data_if_newer(&plain).await.unwrap(), Written);
+    let stamped = revised("S", 1, "bbbbbbbbbbbbbbbb", "NEW#2");
+    assert_eq!(store.put_data_revised(&stamped).await.unwrap(), Written);
+    // Without a revision, the rebuild's write is the strict one.
+    assert_eq!(
+        store.put_data_revised(&plain).await.unwrap(),
+        AlreadyCurrent
+    );
+    println!(
+        "model revision: same version rewritten with new index keys 2 of 2 times, older version \
+         refused, stale-revision replay refused"
+    );
+}
