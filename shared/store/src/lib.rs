@@ -40,6 +40,7 @@ pub mod head;
 pub mod parked;
 pub mod projection;
 pub mod query;
+pub mod rebuild;
 
 use aws_sdk_dynamodb::{Client, error::ProvideErrorMetadata, error::SdkError};
 

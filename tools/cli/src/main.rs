@@ -2,7 +2,10 @@
 //! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them.
 //!
-//! Exit codes: 0 clean, 1 the model has errors, 2 the command itself failed (e.g. unreadable file).
+//! `cqrs rebuild`, `cqrs verify` and `cqrs redrive` operate the tables ([`ops`]).
+//!
+//! Exit codes: 0 clean, 1 the model has errors (or a difference was found), 2 the command itself
+//! failed (e.g. unreadable file).
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
@@ -14,6 +17,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cqrs_model::Model;
+
+mod ops;
 
 /// Operate a cqrs-dynamo deployment: its entity model first.
 #[derive(Parser)]
@@ -28,6 +33,22 @@ enum Command {
     /// The entity model (model.toml).
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Re-project the data table from the history table with the current entity model
+    /// (backfills new index keys); resumable from a checkpoint.
+    Rebuild(ops::rebuild::RebuildArgs),
+    /// Compare the data table with the newest history version of every item; exit 1 on a
+    /// difference.
+    Verify(ops::verify::VerifyArgs),
+    /// List and show parked records, and re-project the items they name.
+    Redrive(ops::redrive::RedriveArgs),
+}
+
+/// Runs an async subcommand on a runtime of its own.
+fn block_on(command: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(command),
+        Err(e) => ops::fail("", format!("cannot start the async runtime: {e}")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -112,5 +133,8 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
+        Command::Rebuild(args) => block_on(ops::rebuild::run(args)),
+        Command::Verify(args) => block_on(ops::verify::run(args)),
+        Command::Redrive(args) => block_on(ops::redrive::run(args)),
     }
 }
