@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::{Connection, EXIT_DIFFERENCE, EXIT_FAILURE, Need, fail, key_text, spinner};
 
 /// How many data-table writes of one page are in flight at once.
-const WRITE_CONCURRENCY: usize = 16;
+const WRITE_CONCURRENCY: usize = 32;
 /// How many refused items are listed by key.
 const LISTED: usize = 20;
 
