@@ -295,10 +295,13 @@ impl DataSync {
         let mut groups: Vec<Vec<(Entry, Parsed)>> = Vec::new();
         let mut index: HashMap<ItemKey, usize> = HashMap::new();
         let mut versions: Vec<Item> = Vec::new();
-        for (position, record) in event.records.into_iter().enumerate() {
+        for (position, mut record) in event.records.into_iter().enumerate() {
             let parsed = match record::action(&record) {
                 Action::Project(item) => match record::check_limits(&item) {
                     Ok(()) => {
+                        // The item now holds what the image held: drop the image, so that a
+                        // batch is not kept twice in memory (it is put back to park the record).
+                        record.change.new_image = Default::default();
                         versions.push(*item);
                         Parsed::Version(versions.len() - 1)
                     }
@@ -444,7 +447,7 @@ impl DataSync {
             sequence_number: entry.sequence_number.clone(),
         });
         let mut candidates: Vec<Candidate> = Vec::new();
-        for (done, (entry, ready)) in entries.into_iter().enumerate() {
+        for (done, (mut entry, ready)) in entries.into_iter().enumerate() {
             let span = record_span(&entry);
             let failure = match ready {
                 Ready::Ignore(event_name) => {
@@ -458,7 +461,10 @@ impl DataSync {
                     candidates.push(Candidate { entry, item: *item });
                     continue;
                 }
-                Ready::Version(_, Err(error)) => Failure::Store(error),
+                Ready::Version(item, Err(error)) => {
+                    restore_image(&mut entry, &item);
+                    Failure::Store(error)
+                }
                 Ready::Refused(failure) => failure,
             };
             if self.park_or_keep(&entry, &failure, &span).await {
@@ -484,7 +490,7 @@ impl DataSync {
             .max_by_key(|(_, c)| c.item.version)
             .map(|(at, _)| at)
         {
-            let Some(candidate) = candidates.get(newest) else {
+            let Some(candidate) = candidates.get_mut(newest) else {
                 break;
             };
             match self.writer.put_data_if_newer(&candidate.item).await {
@@ -494,6 +500,7 @@ impl DataSync {
                 }
                 Err(error) => {
                     let failure = Failure::Store(error);
+                    restore_image(&mut candidate.entry, &candidate.item);
                     let span = record_span(&candidate.entry);
                     if failure.permanent_kind().is_some()
                         && self.park_or_keep(&candidate.entry, &failure, &span).await
@@ -596,6 +603,16 @@ impl DataSync {
                 })?;
         }
         Ok(())
+    }
+}
+
+/// Puts the image of a version's record back from its item, for the parked table's copy of the
+/// record (the image is dropped after parsing to save memory).
+fn restore_image(entry: &mut Entry, item: &Item) {
+    if entry.record.change.new_image.is_empty()
+        && let Ok(attributes) = item.to_attributes()
+    {
+        entry.record.change.new_image = attributes.into();
     }
 }
 

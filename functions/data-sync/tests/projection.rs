@@ -474,6 +474,12 @@ async fn different_content_under_an_existing_history_version_is_parked_not_overw
         common::s(&parked[0], "sequenceNumber"),
         sequence_number(&event.records[0])
     );
+    // The parked copy of the record still carries its image (put back from the version).
+    let record: serde_json::Value = serde_json::from_str(&common::s(&parked[0], "record")).unwrap();
+    assert_eq!(
+        record["dynamodb"]["NewImage"]["name"]["S"],
+        commands[0].name.as_str()
+    );
 }
 
 #[tokio::test]

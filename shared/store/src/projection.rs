@@ -464,10 +464,12 @@ impl Store {
         let table = self.tables.history.as_str();
         let mut results: Vec<Option<Result<HistoryWrite, StoreError>>> =
             items.iter().map(|_| None).collect();
-        // One request row per key; later items with the same key follow the first.
+        // One request row per key; later items with the same key follow the first. Items become
+        // attribute maps only chunk by chunk, when written, so a batch of 10 000 versions never
+        // holds a second copy of itself.
         let mut first: HashMap<(&str, &str), usize> = HashMap::new();
         let mut duplicates: Vec<(usize, usize)> = Vec::new();
-        let mut unique: Vec<(usize, Attributes)> = Vec::new();
+        let mut unique: Vec<usize> = Vec::new();
         for (index, item) in items.iter().enumerate() {
             match first.entry((item.pk.as_str(), item.sk.as_str())) {
                 std::collections::hash_map::Entry::Occupied(seen) => {
@@ -475,23 +477,23 @@ impl Store {
                 }
                 std::collections::hash_map::Entry::Vacant(free) => {
                     free.insert(index);
-                    match item.to_attributes() {
-                        Ok(attributes) => unique.push((index, attributes)),
-                        Err(e) => {
-                            if let Some(slot) = results.get_mut(index) {
-                                *slot = Some(Err(StoreError::Conversion(e)));
-                            }
-                        }
-                    }
+                    unique.push(index);
                 }
             }
         }
+        drop(first);
+        let key_of = |index: usize| {
+            items
+                .get(index)
+                .map(|item| (item.pk.clone(), item.sk.clone()))
+                .unwrap_or_default()
+        };
 
         // 1. What history already holds under these keys.
         let reads: Vec<(Vec<RowKey>, StoredRows)> = futures::stream::iter(
             unique
                 .chunks(BATCH_GET_MAX)
-                .map(|chunk| chunk.iter().map(|(_, a)| row_key(a)).collect::<Vec<_>>())
+                .map(|chunk| chunk.iter().map(|&index| key_of(index)).collect::<Vec<_>>())
                 .map(|keys| {
                     async move {
                         let stored = self.batch_get(table, &keys).await;
@@ -518,9 +520,9 @@ impl Store {
         }
 
         // 2. Compare what is there; write what is not.
-        let mut to_write: Vec<(usize, Attributes)> = Vec::new();
-        for (index, attributes) in unique {
-            let key = row_key(&attributes);
+        let mut to_write: Vec<usize> = Vec::new();
+        for index in unique {
+            let key = key_of(index);
             let answer = if let Some(error) = unread.remove(&key) {
                 Err(error)
             } else if let Some(row) = stored.remove(&key) {
@@ -533,7 +535,7 @@ impl Store {
                     (Err(e), _) => Err(StoreError::Conversion(e)),
                 }
             } else {
-                to_write.push((index, attributes));
+                to_write.push(index);
                 continue;
             };
             if let Some(slot) = results.get_mut(index) {
@@ -543,7 +545,24 @@ impl Store {
         let writes: Vec<Vec<(usize, Result<(), StoreError>)>> = futures::stream::iter(
             to_write
                 .chunks(BATCH_WRITE_MAX)
-                .map(|chunk| self.batch_put(table, chunk).boxed())
+                .map(|chunk| {
+                    async move {
+                        let mut rows = Vec::with_capacity(chunk.len());
+                        let mut answers = Vec::new();
+                        for &index in chunk {
+                            match items.get(index).map(Item::to_attributes) {
+                                Some(Ok(attributes)) => rows.push((index, attributes)),
+                                Some(Err(e)) => {
+                                    answers.push((index, Err(StoreError::Conversion(e))))
+                                }
+                                None => {}
+                            }
+                        }
+                        answers.extend(self.batch_put(table, &rows).await);
+                        answers
+                    }
+                    .boxed()
+                })
                 .collect::<Vec<_>>(),
         )
         .buffer_unordered(BATCH_CONCURRENCY)
