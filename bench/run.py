@@ -11,9 +11,12 @@
    (``bench-floor``), a Node echo and the Node framework handler (``bench/node/handler.js``), each
    under the Runtime API stand-in (``bench/runtime_api.py``), interleaved in shuffled rounds.
 3. ``memory``: release data-sync on 100- and 1 000-record stream batches through the stand-in
-   against fresh tables: peak RSS and the invocation's wall time.
-4. ``projection``: ``cargo bench -p data-sync --bench projection`` at 100 and 1 000 records
-   (projection rate beside raw PutItem rates of the same server, same run), repeated.
+   against fresh tables: peak RSS and the invocation's wall time; then Lambda's largest batch,
+   10 000 records of about 500 bytes (inside the 6 MB invocation payload).
+4. ``projection``: ``cargo bench -p data-sync --bench projection`` at 100 and 1 000 records of
+   4 versions per item, and 1 000 records of one version per item (projection rate beside raw
+   PutItem rates of the same server, same run), repeated; then ``cargo bench -p cqrs-cli --bench
+   rebuild`` (``cqrs rebuild`` items/s beside raw PutItem), repeated.
 5. ``sequences``: ``cargo bench -p command-handler --bench sequences``: draws of one sequence through the
    command handler beside raw ``UpdateItem`` s of one counter, 16 in flight, same server, same run.
 6. ``sizes``: arm64 bootstraps (``target/lambda/*/bootstrap``, cargo lambda), x86_64 release
@@ -24,7 +27,7 @@
    (``BENCH_REPORT_REPEATS``, 3). ``BENCH_REPORT_PROFILE=dev`` builds it unoptimised (a quick check).
 
 Knobs (environment): ``BENCH_COLD_RUNS`` (default 40), ``BENCH_MEMORY_RUNS`` (5),
-``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_ONLY`` (comma-separated
+``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_BIG_BATCH_RUNS`` (2), ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_ONLY`` (comma-separated
 phases; a partial run writes ``.local/bench/BENCHMARKS.partial.md`` instead of BENCHMARKS.md),
 ``BENCH_OUTPUT`` (the report's path), ``BENCH_COMMAND`` (the command named in the report).
 Raw results go to ``.local/bench/results.json``. Everything talks to 127.0.0.1 only.
@@ -155,6 +158,8 @@ def create_tables(target: Path, prefix: str) -> dict[str, str]:
         "HISTORY_TABLE": f"{prefix}-history",
         "IDEMPOTENCY_TABLE": f"{prefix}-idempotency",
         "SEQUENCES_TABLE": f"{prefix}-sequences",
+        # data-sync requires its parked-records table at start.
+        "PARKED_TABLE": f"{prefix}-parked",
     }
 
 
@@ -603,8 +608,68 @@ def phase_memory(results: dict, target: Path, api: RuntimeApi) -> None:
         entry["hwm_max_kb"] = max(x["hwm_kb"] for x in s)
         entry["invoke_median_ms"] = statistics.median(x["invoke_ms"] for x in s)
         entry["records_per_s"] = size / (entry["invoke_median_ms"] / 1000)
+    out["big"] = big_batch(target, api, logs, env_int("BENCH_BIG_BATCH_RUNS", 2))
     out["load_after"] = loadavg()
     results["memory"] = out
+
+
+# Lambda's limits for a stream batch: at most 10 000 records, and the invocation payload at most 6 MB.
+BIG_BATCH_RECORDS = 10_000
+INVOCATION_PAYLOAD_LIMIT = 6 * 1024 * 1024
+
+
+def compact_stream_event(records: list[tuple[str, int]], pk: str = "PRODUCT#t1") -> dict:
+    """A stream event of INSERT records of about 600 bytes of JSON each (the envelope Lambda sends and
+    the item's required fields), so that Lambda's largest batch fits its 6 MB payload."""
+    out = []
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/c/stream/2026-01-15T10:30:00.000"
+    for seq, (base, version) in enumerate(records):
+        sk = f"{base}@{version}"
+        out.append({
+            "eventID": f"{seq:032x}", "eventName": "INSERT", "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": {
+                "ApproximateCreationDateTime": 1768473000,
+                "Keys": {"pk": {"S": pk}, "sk": {"S": sk}},
+                "NewImage": {
+                    "pk": {"S": pk}, "sk": {"S": sk}, "id": {"S": f"{pk}#{base}"}, "version": {"N": str(version)},
+                    "tenantCode": {"S": "t1"}, "type": {"S": "PRODUCT"},
+                },
+                "SequenceNumber": str(4421584500000000017450439100 + seq), "SizeBytes": 200,
+                "StreamViewType": "NEW_IMAGE",
+            },
+            "eventSourceARN": arn,
+        })
+    return {"Records": out}
+
+
+def big_batch(target: Path, api: RuntimeApi, logs: Path, runs: int, records: int = BIG_BATCH_RECORDS) -> dict:
+    """Release data-sync on Lambda's largest stream batch (4 versions per item), `runs` times on fresh
+    tables: peak RSS and the invocation's wall time."""
+    versions = 4
+    items = records // versions
+    event = compact_stream_event([(f"P{n:05}", v) for v in range(1, versions + 1) for n in range(items)])
+    size = len(json.dumps(event, separators=(",", ":")))
+    if records == BIG_BATCH_RECORDS and size > INVOCATION_PAYLOAD_LIMIT:
+        raise SystemExit(f"bench: the {records}-record event is {size} bytes, over Lambda's 6 MB payload")
+    samples = []
+    for i in range(runs):
+        say(f"memory: data-sync on {records} records, run {i + 1}/{runs}")
+        tables = create_tables(target, f"bench-big-{i}")
+        with open(logs / "data-sync-memory.log", "ab") as log:
+            r = invoke_once(api, [str(target / "release" / "data-sync")],
+                            lambda_env("data-sync", api, tables), [event], log, ROOT, timeout=600)
+        problem = r["error"] if not r["ok"] else check_no_failures(r["responses"][0])
+        if problem:
+            raise SystemExit(f"bench: data-sync on {records} records failed: {problem}")
+        samples.append({k: r[k] for k in ("total_ms", "init_ms", "invoke_ms", "hwm_kb")})
+    invoke = statistics.median(x["invoke_ms"] for x in samples)
+    return {
+        "records": records, "items": items, "event_bytes": size, "samples": samples,
+        "hwm_median_kb": statistics.median(x["hwm_kb"] for x in samples),
+        "hwm_max_kb": max(x["hwm_kb"] for x in samples),
+        "invoke_median_ms": invoke, "records_per_s": records / (invoke / 1000),
+    }
 
 
 # --------------------------------------------------------------------------------- projection ---
@@ -612,32 +677,64 @@ def phase_memory(results: dict, target: Path, api: RuntimeApi) -> None:
 PROJECTION_LINES = {
     "seq": re.compile(r"raw PutItem, sequential\s+([\d.]+) puts/s"),
     "conc": re.compile(r"raw PutItem, (\d+) in flight\s+([\d.]+) puts/s"),
-    "proj": re.compile(r"projection \(2 writes per record\)\s+([\d.]+) records/s"),
+    "proj": re.compile(r"projection \((\d+) versions? per item\)\s+([\d.]+) records/s"),
 }
+REBUILD_LINES = {
+    "conc": re.compile(r"raw PutItem, (\d+) in flight\s+([\d.]+) puts/s"),
+    "rebuild": re.compile(r"rebuild \((\d+) segments\)\s+([\d.]+) items/s"),
+}
+
+
+def projection_run(size: int, versions: int) -> dict:
+    """One run of the projection bench: `size` records, `versions` per item."""
+    proc = subprocess.run(
+        ["cargo", "bench", "-p", "data-sync", "--bench", "projection"],
+        cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_RECORDS": str(size), "BENCH_VERSIONS": str(versions),
+                       "RUST_LOG": "warn"},
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the projection bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    text = proc.stdout
+    seq = float(PROJECTION_LINES["seq"].search(text).group(1))
+    m = PROJECTION_LINES["conc"].search(text)
+    concurrency, conc = int(m.group(1)), float(m.group(2))
+    proj = float(PROJECTION_LINES["proj"].search(text).group(2))
+    return {
+        "seq_puts_s": seq, "conc_puts_s": conc, "concurrency": concurrency, "proj_records_s": proj,
+        "ratio_conc": proj / conc, "ratio_seq": proj / seq, "versions": versions, "output": text,
+    }
+
+
+def rebuild_run(items: int) -> dict:
+    """One run of the rebuild bench: `items` items of 4 versions in history, rebuilt by `cqrs rebuild`."""
+    proc = subprocess.run(
+        ["cargo", "bench", "-p", "cqrs-cli", "--bench", "rebuild"],
+        cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_ITEMS": str(items), "RUST_LOG": "warn"},
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the rebuild bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    text = proc.stdout
+    m = REBUILD_LINES["conc"].search(text)
+    concurrency, conc = int(m.group(1)), float(m.group(2))
+    r = REBUILD_LINES["rebuild"].search(text)
+    segments, rate = int(r.group(1)), float(r.group(2))
+    return {"items": items, "conc_puts_s": conc, "concurrency": concurrency, "segments": segments,
+            "rebuild_items_s": rate, "ratio_conc": rate / conc, "output": text}
 
 
 def phase_projection(results: dict) -> None:
     repeats = env_int("BENCH_PROJECTION_REPEATS", 3)
-    out = {"repeats": repeats, "load_before": loadavg(), "sizes": {100: [], 1000: []}}
+    out = {"repeats": repeats, "load_before": loadavg(), "sizes": {100: [], 1000: []}, "single": [], "rebuild": []}
     for i in range(repeats):
         for size in (100, 1000):
-            say(f"projection: {size} records, repeat {i + 1}/{repeats}")
-            proc = subprocess.run(
-                ["cargo", "bench", "-p", "data-sync", "--bench", "projection"],
-                cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_RECORDS": str(size), "RUST_LOG": "warn"},
-                capture_output=True, text=True,
-            )
-            if proc.returncode != 0:
-                raise SystemExit(f"bench: the projection bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-            text = proc.stdout
-            seq = float(PROJECTION_LINES["seq"].search(text).group(1))
-            m = PROJECTION_LINES["conc"].search(text)
-            concurrency, conc = int(m.group(1)), float(m.group(2))
-            proj = float(PROJECTION_LINES["proj"].search(text).group(1))
-            out["sizes"][size].append({
-                "seq_puts_s": seq, "conc_puts_s": conc, "concurrency": concurrency, "proj_records_s": proj,
-                "ratio_conc": proj / conc, "ratio_seq": proj / seq, "output": text,
-            })
+            say(f"projection: {size} records (4 versions per item), repeat {i + 1}/{repeats}")
+            out["sizes"][size].append(projection_run(size, 4))
+        say(f"projection: 1000 records (1 version per item), repeat {i + 1}/{repeats}")
+        out["single"].append(projection_run(1000, 1))
+        say(f"rebuild: 1000 items, repeat {i + 1}/{repeats}")
+        out["rebuild"].append(rebuild_run(1000))
     out["load_after"] = loadavg()
     results["projection"] = out
 

@@ -4,18 +4,23 @@
 //! command table; its stream (`NEW_IMAGE`) invokes this function with batches of records.
 //! [`DataSync::handle`] turns a batch into writes and answers which records failed:
 //!
-//! - **`INSERT`** records are projected ([`record::action`]): the version goes into the history
-//!   table under `sk@version` (write-once, a replay is success) and, **after** that write
-//!   succeeded, unless the data table already holds this version or a newer one, into the data
-//!   table under the version-free `sk` with `cpk`/`csk` naming the command row (newest version
-//!   wins, whatever the arrival order). History goes first so that a version history refuses
-//!   never reaches the data table. Then every [`SyncTarget`] runs.
+//! - **`INSERT`** records are projected ([`record::action`]), a whole batch at a time:
+//!   1. **history**: every version of the batch goes into the history table under `sk@version`
+//!      at once ([`ProjectionWriter::put_history_batch`]: `BatchGetItem` to find what is already
+//!      there, `BatchWriteItem` for the rest, 25 puts a call; write-once, a replay is success);
+//!   2. **data**: per item, the versions of the batch **collapse** into one conditional write of
+//!      the newest version whose history row is in place, under the version-free `sk` with
+//!      `cpk`/`csk` naming the command row, unless the data table already holds this version or
+//!      a newer one (newest version wins, whatever the arrival order). History goes first so that
+//!      a version history refuses never reaches the data table;
+//!   3. **targets**: every [`SyncTarget`] gets every version of the item, in stream order (older
+//!      versions of the batch are told [`DataWrite::AlreadyCurrent`]).
 //! - **`MODIFY`** and **`REMOVE`** records (a TTL expiry of a command row, say) are acknowledged
 //!   and ignored, with a log line.
-//! - **Ordering**: records of one item (same `pk` and version-free `sk`) are applied one after the
-//!   other, in stream order; different items go concurrently, at most [`DEFAULT_CONCURRENCY`] at
-//!   a time ([`DataSync::with_concurrency`]), so a batch of hundreds of records costs a few round
-//!   trips of wall time.
+//! - **Ordering**: the versions of one item are walked in stream order; different items go
+//!   concurrently, at most [`DEFAULT_CONCURRENCY`] at a time ([`DataSync::with_concurrency`]), so
+//!   a batch of a thousand records costs a few dozen batch requests and one conditional write
+//!   per item.
 //! - **Permanent failures are parked**: a record that can never be projected (a malformed image,
 //!   an unknown event name, an item over DynamoDB's limits ([`record::check_limits`]), a version
 //!   whose history row already holds other content, a stored row that is not an item) is written
@@ -26,13 +31,18 @@
 //!   record later lands exactly as a late delivery would.
 //! - **Transient failures are retried**: a write still failing after the store's bounded retries
 //!   (throttling, transport), a failing target, or a park write that fails is reported in
-//!   `batchItemFailures` with its sequence number, for an event source mapping with
-//!   `ReportBatchItemFailures`. Its item stops there: the item's later records in the batch are
-//!   not applied. The response lists the first failed record of every item that failed, in
-//!   stream order; Lambda resumes the shard from the lowest of them and delivers every later
-//!   record again, which the idempotent writes absorb. A record without a sequence number is
-//!   reported with an empty identifier, which fails the whole batch. Nothing is dropped silently:
-//!   a record is projected, ignored (not an `INSERT`), parked, or reported.
+//!   `batchItemFailures` with a sequence number, for an event source mapping with
+//!   `ReportBatchItemFailures`. A history write or park that fails stops its item at that record
+//!   (the versions before it still go to the data table and the targets); a failed data write
+//!   reports the item's **earliest** record of the batch (not the newest, collapsed one), so the
+//!   redelivery brings every version of the item to the targets again; a failing target reports
+//!   the version it failed on. The response lists the first failed record of every item that
+//!   failed, in stream order; Lambda resumes the shard from the lowest of them and delivers every
+//!   later record again, which the idempotent writes absorb. A record without a sequence number
+//!   is reported with an empty identifier, which fails the whole batch. Nothing is dropped
+//!   silently: a record is projected, ignored (not an `INSERT`), parked, or reported.
+//! - **Metrics**: every batch writes one CloudWatch EMF line ([`metrics`]): records, items,
+//!   parked, retried, projection lag (max and median) and duration.
 //!
 //! The writes go through the [`ProjectionWriter`] trait ([`cqrs_store::Store`] in production), so
 //! tests inject faults without touching the handler.
@@ -82,8 +92,10 @@ use std::sync::Arc;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use cqrs_item::Item;
 use cqrs_store::StoreError;
-use cqrs_store::parked::{ParkWrite, ParkedRecord};
+use cqrs_store::parked::ParkedRecord;
+use cqrs_store::projection::{DataWrite, HistoryWrite};
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use tracing::Instrument;
@@ -176,6 +188,27 @@ struct Entry {
     record: EventRecord,
 }
 
+/// What a record comes to before any write: ignored, refused, or a version (an index into the
+/// batch's versions).
+enum Parsed {
+    Ignore(String),
+    Refused(Failure),
+    Version(usize),
+}
+
+/// What a record comes to after the batch's history write.
+enum Ready {
+    Ignore(String),
+    Refused(Failure),
+    Version(Box<Item>, Result<HistoryWrite, StoreError>),
+}
+
+/// A version of an item whose history row is in place: a candidate for the data table.
+struct Candidate {
+    entry: Entry,
+    item: Item,
+}
+
 /// The first failed record of one item.
 struct Failed {
     position: usize,
@@ -241,7 +274,7 @@ impl DataSync {
     }
 
     /// [`DataSync::handle`], also answering what became of the batch's records. Logs the batch
-    /// summary and, when records were parked or reported, the [`metrics`] line.
+    /// summary and writes the [`metrics`] line.
     ///
     /// ```no_run
     /// # async fn run(sync: data_sync::DataSync, event: aws_lambda_events::event::dynamodb::Event) {
@@ -251,10 +284,32 @@ impl DataSync {
     /// ```
     #[tracing::instrument(skip_all, fields(records = event.records.len()))]
     pub async fn handle_counted(&self, event: Event) -> (DynamoDbEventResponse, BatchCounts) {
+        let started = std::time::Instant::now();
         let total = event.records.len();
-        let mut groups: Vec<Vec<Entry>> = Vec::new();
+        let lag = metrics::Lag::of(
+            event.records.iter().map(record::created),
+            chrono::Utc::now(),
+        );
+
+        // 1. Records grouped by item, in stream order; every version of the batch in one list.
+        let mut groups: Vec<Vec<(Entry, Parsed)>> = Vec::new();
         let mut index: HashMap<ItemKey, usize> = HashMap::new();
-        for (position, record) in event.records.into_iter().enumerate() {
+        let mut versions: Vec<Item> = Vec::new();
+        for (position, mut record) in event.records.into_iter().enumerate() {
+            let parsed = match record::action(&record) {
+                Action::Project(item) => match record::check_limits(&item) {
+                    Ok(()) => {
+                        // The item now holds what the image held: drop the image, so that a
+                        // batch is not kept twice in memory (it is put back to park the record).
+                        record.change.new_image = Default::default();
+                        versions.push(*item);
+                        Parsed::Version(versions.len() - 1)
+                    }
+                    Err(reason) => Parsed::Refused(Failure::OverLimit(reason)),
+                },
+                Action::Ignore(event_name) => Parsed::Ignore(event_name),
+                Action::Malformed(reason) => Parsed::Refused(Failure::Malformed(reason)),
+            };
             let entry = Entry {
                 position,
                 sequence_number: record.change.sequence_number.clone().unwrap_or_default(),
@@ -265,16 +320,65 @@ impl DataSync {
             let key = record::item_key(&entry.record);
             let group = key.as_ref().and_then(|key| index.get(key).copied());
             match group.and_then(|group| groups.get_mut(group)) {
-                Some(entries) => entries.push(entry),
+                Some(entries) => entries.push((entry, parsed)),
                 None => {
                     if let Some(key) = key {
                         index.insert(key, groups.len());
                     }
-                    groups.push(vec![entry]);
+                    groups.push(vec![(entry, parsed)]);
                 }
             }
         }
+        let items = groups.len();
 
+        // 2. History first, every version of the batch at once: a version history refuses must
+        // never reach the data table.
+        let history = if versions.is_empty() {
+            Vec::new()
+        } else {
+            self.writer.put_history_batch(&versions).await
+        };
+        let mut slots: Vec<Option<(Item, Result<HistoryWrite, StoreError>)>> = versions
+            .into_iter()
+            .zip(
+                history
+                    .into_iter()
+                    .map(Some)
+                    .chain(std::iter::repeat_with(|| None)),
+            )
+            .map(|(item, answer)| {
+                let answer = answer.unwrap_or_else(|| {
+                    Err(StoreError::Dynamo(
+                        "the history write gave no answer".into(),
+                    ))
+                });
+                Some((item, answer))
+            })
+            .collect();
+        let groups: Vec<Vec<(Entry, Ready)>> = groups
+            .into_iter()
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|(entry, parsed)| {
+                        let ready = match parsed {
+                            Parsed::Ignore(name) => Ready::Ignore(name),
+                            Parsed::Refused(failure) => Ready::Refused(failure),
+                            Parsed::Version(at) => match slots.get_mut(at).and_then(Option::take) {
+                                Some((item, answer)) => Ready::Version(Box::new(item), answer),
+                                None => Ready::Refused(Failure::Malformed(
+                                    "the version was lost in the batch".into(),
+                                )),
+                            },
+                        };
+                        (entry, ready)
+                    })
+                    .collect()
+            })
+            .collect();
+
+        // 3. Per item: park what can never be projected, write the newest version once into the
+        // data table, run the targets for every version in order.
         let outcomes: Vec<Outcome> = futures::stream::iter(groups)
             .map(|entries| self.project_item(entries))
             .buffer_unordered(self.concurrency)
@@ -284,6 +388,8 @@ impl DataSync {
         let mut failed: Vec<Failed> = Vec::new();
         let mut counts = BatchCounts {
             records: total,
+            items,
+            lag,
             ..BatchCounts::default()
         };
         let mut held_back = 0;
@@ -295,15 +401,18 @@ impl DataSync {
         }
         failed.sort_by_key(|f| f.position);
         counts.retried = failed.len();
+        counts.duration = started.elapsed();
         match failed.first() {
             None => tracing::info!(
                 total,
+                items,
                 projected = counts.projected,
                 parked = counts.parked,
                 "batch projected"
             ),
             Some(first) => tracing::warn!(
                 total,
+                items,
                 projected = counts.projected,
                 parked = counts.parked,
                 failed = failed.len(),
@@ -325,52 +434,42 @@ impl DataSync {
         (response, counts)
     }
 
-    /// Applies one item's records in order: a permanent failure parks its record and goes on, a
-    /// transient one (or a park that fails) stops the item there.
-    async fn project_item(&self, entries: Vec<Entry>) -> Outcome {
+    /// Projects one item's records, in stream order, after their history write: a permanent
+    /// failure parks its record and goes on, a transient one (or a park that fails) stops the
+    /// item there. The versions before the stop go to the data table in one write (the newest);
+    /// when that write fails, the item's earliest record is reported, so the redelivery covers
+    /// every version of the item. Then the targets get every version, in order.
+    async fn project_item(&self, entries: Vec<(Entry, Ready)>) -> Outcome {
         let mut outcome = Outcome::default();
         let count = entries.len();
-        for (done, entry) in entries.into_iter().enumerate() {
-            let span = tracing::info_span!(
-                "record",
-                sequence_number = %entry.sequence_number,
-                event_id = %entry.event_id,
-                event_name = %entry.record.event_name,
-            );
-            let result = self.project_record(&entry).instrument(span.clone()).await;
-            let failure = match result {
-                Ok(projected) => {
-                    outcome.projected += usize::from(projected);
+        let earliest = entries.first().map(|(entry, _)| Failed {
+            position: entry.position,
+            sequence_number: entry.sequence_number.clone(),
+        });
+        let mut candidates: Vec<Candidate> = Vec::new();
+        for (done, (mut entry, ready)) in entries.into_iter().enumerate() {
+            let span = record_span(&entry);
+            let failure = match ready {
+                Ready::Ignore(event_name) => {
+                    span.in_scope(|| {
+                        tracing::info!(%event_name, "not an INSERT: acknowledged, nothing to project")
+                    });
                     continue;
                 }
-                Err(failure) => failure,
-            };
-            if let Some(kind) = failure.permanent_kind() {
-                let parked = self
-                    .park(&entry, kind, &failure)
-                    .instrument(span.clone())
-                    .await;
-                match parked {
-                    Ok(write) => {
-                        span.in_scope(|| {
-                            tracing::error!(
-                                %failure,
-                                reason_kind = kind,
-                                ?write,
-                                "record can never be projected: parked and acknowledged"
-                            )
-                        });
-                        outcome.parked += 1;
-                        continue;
-                    }
-                    Err(error) => span.in_scope(|| {
-                        tracing::error!(
-                            %failure,
-                            %error,
-                            "record can never be projected and parking it failed: reported for redelivery"
-                        )
-                    }),
+                Ready::Version(item, Ok(history)) => {
+                    span.in_scope(|| tracing::debug!(pk = %item.pk, sk = %item.sk, ?history, "history written"));
+                    candidates.push(Candidate { entry, item: *item });
+                    continue;
                 }
+                Ready::Version(item, Err(error)) => {
+                    restore_image(&mut entry, &item);
+                    Failure::Store(error)
+                }
+                Ready::Refused(failure) => failure,
+            };
+            if self.park_or_keep(&entry, &failure, &span).await {
+                outcome.parked += 1;
+                continue;
             }
             let held_back = count.saturating_sub(done).saturating_sub(1);
             span.in_scope(|| tracing::warn!(%failure, held_back, "record not projected"));
@@ -381,67 +480,150 @@ impl DataSync {
             });
             break;
         }
+
+        // One data write per item: its newest version. A version the data table can never hold
+        // is parked and the next newest tried.
+        let mut written: Option<(i64, DataWrite)> = None;
+        while let Some(newest) = candidates
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, c)| c.item.version)
+            .map(|(at, _)| at)
+        {
+            let Some(candidate) = candidates.get_mut(newest) else {
+                break;
+            };
+            match self.writer.put_data_if_newer(&candidate.item).await {
+                Ok(write) => {
+                    written = Some((candidate.item.version, write));
+                    break;
+                }
+                Err(error) => {
+                    let failure = Failure::Store(error);
+                    restore_image(&mut candidate.entry, &candidate.item);
+                    let span = record_span(&candidate.entry);
+                    if failure.permanent_kind().is_some()
+                        && self.park_or_keep(&candidate.entry, &failure, &span).await
+                    {
+                        outcome.parked += 1;
+                        candidates.remove(newest);
+                        continue;
+                    }
+                    span.in_scope(|| {
+                        tracing::warn!(
+                            %failure,
+                            versions = candidates.len(),
+                            "data write failed: the item's earliest record is reported"
+                        )
+                    });
+                    outcome.held_back = count.saturating_sub(1);
+                    outcome.failed = earliest;
+                    return outcome;
+                }
+            }
+        }
+
+        // Every version to the targets, in stream order.
+        let count = candidates.len();
+        for (done, candidate) in candidates.into_iter().enumerate() {
+            let data = match written {
+                Some((version, write)) if version == candidate.item.version => write,
+                _ => DataWrite::AlreadyCurrent,
+            };
+            let span = record_span(&candidate.entry);
+            let change = Change {
+                approximate_creation: record::created(&candidate.entry.record),
+                item: candidate.item,
+                data,
+                sequence_number: candidate.entry.sequence_number.clone(),
+                event_id: candidate.entry.event_id.clone(),
+            };
+            if let Err(failure) = self.apply_targets(&change).instrument(span.clone()).await {
+                let held_back = count.saturating_sub(done).saturating_sub(1);
+                span.in_scope(|| tracing::warn!(%failure, held_back, "record not projected"));
+                outcome.held_back = held_back;
+                // A stop earlier in the loop above is later in the stream than any candidate.
+                outcome.failed = Some(Failed {
+                    position: candidate.entry.position,
+                    sequence_number: candidate.entry.sequence_number,
+                });
+                return outcome;
+            }
+            outcome.projected += 1;
+        }
         outcome
     }
 
-    /// Writes `entry` to the parked table with the reason `failure` of kind `kind`.
-    async fn park(
-        &self,
-        entry: &Entry,
-        kind: &str,
-        failure: &Failure,
-    ) -> Result<ParkWrite, StoreError> {
+    /// Parks `entry` when `failure` is permanent; `true` when it is parked (acknowledged),
+    /// `false` when the record must be reported (a transient failure, or a park that failed).
+    async fn park_or_keep(&self, entry: &Entry, failure: &Failure, span: &tracing::Span) -> bool {
+        let Some(kind) = failure.permanent_kind() else {
+            return false;
+        };
         let parked: ParkedRecord = record::parked(
             &entry.record,
             kind,
             &failure.to_string(),
             chrono::Utc::now(),
         );
-        self.writer.park(&parked).await
+        match self.writer.park(&parked).instrument(span.clone()).await {
+            Ok(write) => {
+                span.in_scope(|| {
+                    tracing::error!(
+                        %failure,
+                        reason_kind = kind,
+                        ?write,
+                        "record can never be projected: parked and acknowledged"
+                    )
+                });
+                true
+            }
+            Err(error) => {
+                span.in_scope(|| {
+                    tracing::error!(
+                        %failure,
+                        %error,
+                        "record can never be projected and parking it failed: reported for redelivery"
+                    )
+                });
+                false
+            }
+        }
     }
 
-    /// Projects one record; `Ok(true)` when a version was projected, `Ok(false)` when ignored.
-    async fn project_record(&self, entry: &Entry) -> Result<bool, Failure> {
-        let item = match record::action(&entry.record) {
-            Action::Project(item) => *item,
-            Action::Ignore(event_name) => {
-                tracing::info!(%event_name, "not an INSERT: acknowledged, nothing to project");
-                return Ok(false);
-            }
-            Action::Malformed(reason) => return Err(Failure::Malformed(reason)),
-        };
-        record::check_limits(&item).map_err(Failure::OverLimit)?;
-        // History first: a version history refuses (other content under the same version) must
-        // never reach the data table.
-        let history = self
-            .writer
-            .put_history(&item)
-            .await
-            .map_err(Failure::Store)?;
-        let data = self
-            .writer
-            .put_data_if_newer(&item)
-            .await
-            .map_err(Failure::Store)?;
-        tracing::debug!(pk = %item.pk, sk = %item.sk, ?history, ?data, "projected");
-        let change = Change {
-            item,
-            data,
-            sequence_number: entry.sequence_number.clone(),
-            event_id: entry.event_id.clone(),
-            approximate_creation: record::created(&entry.record),
-        };
+    /// Runs every target on `change`, in the order they were added.
+    async fn apply_targets(&self, change: &Change) -> Result<(), Failure> {
         for target in &self.targets {
             target
-                .apply(&change)
+                .apply(change)
                 .await
                 .map_err(|error| Failure::Target {
                     name: target.name().to_string(),
                     error,
                 })?;
         }
-        Ok(true)
+        Ok(())
     }
+}
+
+/// Puts the image of a version's record back from its item, for the parked table's copy of the
+/// record (the image is dropped after parsing to save memory).
+fn restore_image(entry: &mut Entry, item: &Item) {
+    if entry.record.change.new_image.is_empty()
+        && let Ok(attributes) = item.to_attributes()
+    {
+        entry.record.change.new_image = attributes.into();
+    }
+}
+
+/// The log span of one record.
+fn record_span(entry: &Entry) -> tracing::Span {
+    tracing::info_span!(
+        "record",
+        sequence_number = %entry.sequence_number,
+        event_id = %entry.event_id,
+        event_name = %entry.record.event_name,
+    )
 }
 
 /// The Lambda entry point: one invocation, one batch. The runtime's span carries the request id

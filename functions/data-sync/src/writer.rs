@@ -8,14 +8,16 @@ use cqrs_store::{
     parked::{ParkWrite, ParkedRecord},
     projection::{DataWrite, HistoryWrite},
 };
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt};
+use futures::stream::StreamExt;
 
-/// The two writes of every projected version, and the write that parks a record that can never
-/// be projected. All must be idempotent and order-insensitive: a stream delivers records at least
+/// The two writes of every projected version (history for every version of a batch, at once;
+/// data once per item, its newest version), and the write that parks a record that can never be
+/// projected. All must be idempotent and order-insensitive: a stream delivers records at least
 /// once, and a retried batch replays records already applied.
 ///
-/// [`Store`] implements it with [`Store::put_data_if_newer`], [`Store::put_history`] and
-/// [`Store::park`].
+/// [`Store`] implements it with [`Store::put_data_if_newer`], [`Store::put_history`],
+/// [`Store::put_history_batch`] and [`Store::park`].
 ///
 /// ```
 /// use cqrs_item::Item;
@@ -55,6 +57,22 @@ pub trait ProjectionWriter: Send + Sync {
     /// is reported for redelivery, never acknowledged.
     fn park<'a>(&'a self, record: &'a ParkedRecord)
     -> BoxFuture<'a, Result<ParkWrite, StoreError>>;
+
+    /// Writes every version of a batch into the history table and answers for each, in order,
+    /// what [`ProjectionWriter::put_history`] answers. The default calls `put_history` for each
+    /// version, [`crate::DEFAULT_CONCURRENCY`] at a time (so a wrapper that injects faults per
+    /// version keeps working); [`Store`] reads and writes whole batches
+    /// ([`Store::put_history_batch`]).
+    fn put_history_batch<'a>(
+        &'a self,
+        items: &'a [Item],
+    ) -> BoxFuture<'a, Vec<Result<HistoryWrite, StoreError>>> {
+        futures::stream::iter(items)
+            .map(|item| self.put_history(item))
+            .buffered(crate::DEFAULT_CONCURRENCY)
+            .collect()
+            .boxed()
+    }
 }
 
 impl ProjectionWriter for Store {
@@ -77,6 +95,13 @@ impl ProjectionWriter for Store {
         record: &'a ParkedRecord,
     ) -> BoxFuture<'a, Result<ParkWrite, StoreError>> {
         Box::pin(Store::park(self, record))
+    }
+
+    fn put_history_batch<'a>(
+        &'a self,
+        items: &'a [Item],
+    ) -> BoxFuture<'a, Vec<Result<HistoryWrite, StoreError>>> {
+        Box::pin(Store::put_history_batch(self, items))
     }
 }
 
@@ -101,5 +126,12 @@ impl<W: ProjectionWriter + ?Sized> ProjectionWriter for std::sync::Arc<W> {
         record: &'a ParkedRecord,
     ) -> BoxFuture<'a, Result<ParkWrite, StoreError>> {
         (**self).park(record)
+    }
+
+    fn put_history_batch<'a>(
+        &'a self,
+        items: &'a [Item],
+    ) -> BoxFuture<'a, Vec<Result<HistoryWrite, StoreError>>> {
+        (**self).put_history_batch(items)
     }
 }

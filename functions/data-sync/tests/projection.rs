@@ -225,35 +225,54 @@ async fn an_older_version_never_overwrites_a_newer_one() {
     );
 }
 
+/// The record of command row `sk` in `event`.
+fn record_of<'e>(
+    event: &'e aws_lambda_events::event::dynamodb::Event,
+    sk: &str,
+) -> &'e aws_lambda_events::event::dynamodb::EventRecord {
+    event
+        .records
+        .iter()
+        .find(|r| r.change.keys["sk"] == serde_dynamo::AttributeValue::S(sk.into()))
+        .unwrap()
+}
+
 #[tokio::test]
-async fn a_failed_write_is_reported_and_later_records_of_its_item_wait_for_it() {
+async fn a_failed_data_write_reports_the_items_earliest_record_of_the_batch() {
     let tables = cqrs_testkit::fresh_tables().await;
     let commands = commands();
     let event = commands_to_event(&tables, &commands).await;
-    // Version 2 of P001 fails its data write (the store's retries exhausted, say).
-    let faulty = FaultInjector::new(store(&tables), [(Op::Data, "P001@2".to_string())], 1);
+    // P001's three versions collapse into one data write, of version 3; it fails (the store's
+    // retries exhausted, say).
+    let faulty = FaultInjector::new(store(&tables), [(Op::Data, "P001@3".to_string())], 1);
     let recorder = Arc::new(Recorder::default());
     let sync = DataSync::new(faulty).with_target(recorder.clone());
 
     let response = sync.handle(event.clone()).await;
 
-    let p001_v2 = event
-        .records
-        .iter()
-        .find(|r| r.change.keys["sk"] == serde_dynamo::AttributeValue::S("P001@2".into()))
-        .unwrap();
-    assert_eq!(reported(&response), [sequence_number(p001_v2)]);
-    // P001 stopped at version 1: version 3 was not applied past the failure.
+    // Reported: P001's earliest record in the batch (version 1), not the collapsed version 3, so
+    // that the redelivery brings every version of P001 to the targets again.
+    let p001_v1 = record_of(&event, "P001@1");
+    assert_eq!(reported(&response), [sequence_number(p001_v1)]);
     let data = scan(&tables, &tables.data).await;
-    assert_eq!(data.iter().find(|i| i.sk == "P001").unwrap().version, 1);
+    assert!(data.iter().all(|i| i.sk != "P001"), "{data:?}");
+    // History went first, whole: every version of P001 is there.
     let p001_history: Vec<i64> = scan(&tables, &tables.history)
         .await
         .iter()
         .filter(|i| i.id == "PRODUCT#t1#P001")
         .map(|i| i.version)
         .collect();
-    assert!(!p001_history.contains(&3), "{p001_history:?}");
-    // The other items are complete.
+    assert_eq!(p001_history, [1, 2, 3]);
+    // No target saw P001; the other items are complete.
+    assert!(
+        recorder
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(id, _, _)| id != "PRODUCT#t1#P001")
+    );
     for other in ["P002", "ORDER#o1"] {
         assert_eq!(
             data.iter().find(|i| i.sk == other).unwrap().version,
@@ -263,10 +282,54 @@ async fn a_failed_write_is_reported_and_later_records_of_its_item_wait_for_it() 
     }
 
     // Lambda resumes from the reported record: everything converges, the target saw P001 in order.
-    let position = event.records.iter().position(|r| r == p001_v2).unwrap();
+    let position = event.records.iter().position(|r| r == p001_v1).unwrap();
     let rest = event_of(event.records[position..].to_vec());
     let response = sync.handle(rest).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_converged(&tables, &commands).await;
+    let p001_seen: Vec<(i64, DataWrite)> = recorder
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(id, _, _)| id == "PRODUCT#t1#P001")
+        .map(|(_, v, w)| (*v, *w))
+        .collect();
+    // Only the newest version was written to the data table; the older ones collapsed into it.
+    assert_eq!(
+        p001_seen,
+        [
+            (1, DataWrite::AlreadyCurrent),
+            (2, DataWrite::AlreadyCurrent),
+            (3, DataWrite::Written)
+        ]
+    );
+    println!(
+        "collapsed data write fault: reported P001@1 (earliest of 3 collapsed versions), \
+         converged after 1 redelivery, targets saw versions 1, 2, 3 in order"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_history_write_stops_its_item_there_and_the_versions_before_it_project() {
+    let tables = cqrs_testkit::fresh_tables().await;
+    let commands = commands();
+    let event = commands_to_event(&tables, &commands).await;
+    let faulty = FaultInjector::new(store(&tables), [(Op::History, "P001@2".to_string())], 1);
+    let recorder = Arc::new(Recorder::default());
+    let sync = DataSync::new(faulty).with_target(recorder.clone());
+
+    let response = sync.handle(event.clone()).await;
+
+    let p001_v2 = record_of(&event, "P001@2");
+    assert_eq!(reported(&response), [sequence_number(p001_v2)]);
+    // P001 stopped at version 1: version 3 was not applied past the failure.
+    let data = scan(&tables, &tables.data).await;
+    assert_eq!(data.iter().find(|i| i.sk == "P001").unwrap().version, 1);
+
+    let position = event.records.iter().position(|r| r == p001_v2).unwrap();
+    let rest = event_of(event.records[position..].to_vec());
+    assert!(sync.handle(rest).await.batch_item_failures.is_empty());
     assert_converged(&tables, &commands).await;
     let p001_seen: Vec<i64> = recorder
         .seen
@@ -296,24 +359,40 @@ async fn seeded_faults_name_the_first_failed_record_of_each_item_and_replays_con
         let (faulty, chosen) = FaultInjector::seeded(store(&target), &commands, seed, 15);
         let sync = DataSync::new(faulty);
 
-        // Expected: per item, the first record one of whose writes is chosen to fail, in stream order.
-        let mut failed_items = std::collections::HashSet::new();
-        let mut expected = Vec::new();
-        for record in &event.records {
+        // Expected, per item: its records in stream order stop at the first whose history write
+        // fails; the newest version before that is the item's one data write; when that fails,
+        // the item's earliest record is reported, else the record history stopped at.
+        let mut by_item: std::collections::BTreeMap<String, Vec<(usize, String)>> =
+            Default::default();
+        for (position, record) in event.records.iter().enumerate() {
             let serde_dynamo::AttributeValue::S(sk) = &record.change.keys["sk"] else {
                 panic!("keys")
             };
             let base = cqrs_keys::remove_sort_key_version(sk).to_string();
-            if failed_items.contains(&base) {
-                continue;
-            }
-            if chosen.contains(&(Op::Data, sk.clone()))
-                || chosen.contains(&(Op::History, sk.clone()))
+            by_item
+                .entry(base)
+                .or_default()
+                .push((position, sk.clone()));
+        }
+        let mut expected_positions = Vec::new();
+        for records in by_item.values() {
+            let stop = records
+                .iter()
+                .position(|(_, sk)| chosen.contains(&(Op::History, sk.clone())));
+            let applied = &records[..stop.unwrap_or(records.len())];
+            if let Some((_, newest)) = applied.last()
+                && chosen.contains(&(Op::Data, newest.clone()))
             {
-                failed_items.insert(base);
-                expected.push(sequence_number(record));
+                expected_positions.push(records[0].0);
+            } else if let Some(stop) = stop {
+                expected_positions.push(records[stop].0);
             }
         }
+        expected_positions.sort();
+        let expected: Vec<String> = expected_positions
+            .iter()
+            .map(|&p| sequence_number(&event.records[p]))
+            .collect();
         any_failure |= !expected.is_empty();
 
         let responses = run_like_lambda(&sync, event.clone(), 20).await;
@@ -340,9 +419,18 @@ async fn a_failing_target_fails_its_record_until_it_recovers() {
         .find(|r| r.change.keys["sk"] == serde_dynamo::AttributeValue::S("ORDER#o1@1".into()))
         .unwrap();
     assert_eq!(reported(&response), [sequence_number(o1_v1)]);
-    // The data table already has version 1 (targets run after it); version 2 waits.
+    // The data table already has the item's newest version of the batch (one data write per
+    // item, before the targets); the target waits at version 1 and has not seen version 2.
     let data = scan(&tables, &tables.data).await;
-    assert_eq!(data.iter().find(|i| i.sk == "ORDER#o1").unwrap().version, 1);
+    assert_eq!(data.iter().find(|i| i.sk == "ORDER#o1").unwrap().version, 2);
+    assert!(
+        recorder
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(id, _, _)| id != "ORDER#t2#ORDER#o1")
+    );
 
     // Still failing: reported again, nothing lost.
     let position = event.records.iter().position(|r| r == o1_v1).unwrap();
@@ -386,10 +474,16 @@ async fn different_content_under_an_existing_history_version_is_parked_not_overw
         common::s(&parked[0], "sequenceNumber"),
         sequence_number(&event.records[0])
     );
+    // The parked copy of the record still carries its image (put back from the version).
+    let record: serde_json::Value = serde_json::from_str(&common::s(&parked[0], "record")).unwrap();
+    assert_eq!(
+        record["dynamodb"]["NewImage"]["name"]["S"],
+        commands[0].name.as_str()
+    );
 }
 
 #[tokio::test]
-async fn items_go_concurrently_and_the_versions_of_one_item_in_order() {
+async fn items_go_concurrently_and_each_item_gets_one_data_write_of_its_newest_version() {
     let tables = cqrs_testkit::fresh_tables().await;
     let mut commands = Vec::new();
     for version in 1..=3 {
@@ -407,8 +501,11 @@ async fn items_go_concurrently_and_the_versions_of_one_item_in_order() {
     assert!(max > 1, "independent items were projected one at a time");
     assert!(max <= 4, "more than the concurrency limit in flight: {max}");
     assert_eq!(observer.max_per_item.load(Ordering::SeqCst), 1);
-    for (id, order) in observer.order.lock().unwrap().iter() {
-        assert_eq!(order, &[1, 2, 3], "{id}");
+    // One data write per item: its newest version of the batch.
+    let order = observer.order.lock().unwrap().clone();
+    assert_eq!(order.len(), 12);
+    for (id, versions) in order.iter() {
+        assert_eq!(versions, &[3], "{id}");
     }
     assert_converged(&tables, &commands).await;
 }

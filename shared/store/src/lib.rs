@@ -41,6 +41,7 @@ pub mod head;
 pub mod parked;
 pub mod projection;
 pub mod query;
+pub mod rebuild;
 pub mod sequence;
 pub mod settings;
 pub mod ttl_policy;

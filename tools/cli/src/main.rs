@@ -3,10 +3,10 @@
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them.
 //!
 //! `cqrs model lint` lints the key design; `cqrs report` reports partition heat and skew from the
-//! tables.
+//! tables; `cqrs rebuild`, `cqrs verify` and `cqrs redrive` operate the tables ([`ops`]).
 //!
-//! Exit codes: 0 clean, 1 the model has errors (or the report flagged something), 2 the command
-//! itself failed (e.g. unreadable file).
+//! Exit codes: 0 clean, 1 the model has errors (or the report flagged something, or a difference
+//! was found), 2 the command itself failed (e.g. unreadable file).
 #![forbid(unsafe_code)]
 #![cfg_attr(
     not(test),
@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand};
 use cqrs_model::Model;
 
 mod lint;
+mod ops;
 mod report;
 
 /// Operate a cqrs-dynamo deployment: its entity model first.
@@ -40,6 +41,22 @@ enum Command {
     /// handler's access log) as per-second peaks, flagged near 1,000 WCU / 3,000 RCU per
     /// partition. Exit 1 when something is flagged.
     Report(Box<report::ReportArgs>),
+    /// Re-project the data table from the history table with the current entity model
+    /// (backfills new index keys); resumable from a checkpoint.
+    Rebuild(ops::rebuild::RebuildArgs),
+    /// Compare the data table with the newest history version of every item; exit 1 on a
+    /// difference.
+    Verify(ops::verify::VerifyArgs),
+    /// List and show parked records, and re-project the items they name.
+    Redrive(ops::redrive::RedriveArgs),
+}
+
+/// Runs an async subcommand on a runtime of its own.
+fn block_on(command: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(command),
+        Err(e) => ops::fail("", format!("cannot start the async runtime: {e}")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -138,5 +155,8 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
+        Command::Rebuild(args) => block_on(ops::rebuild::run(args)),
+        Command::Verify(args) => block_on(ops::verify::run(args)),
+        Command::Redrive(args) => block_on(ops::redrive::run(args)),
     }
 }

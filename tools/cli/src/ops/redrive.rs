@@ -1,0 +1,291 @@
+//! `cqrs redrive`: the records data-sync parked (`list`, `show`) and, after the cause is fixed,
+//! the re-projection of the items they name from the history table (`run`).
+//!
+//! `run` writes each named item's newest history version into the data table with data-sync's own
+//! condition (never an older version), then removes the item's parked records (unless `--keep`).
+//! An item history holds no version of stays parked: there is nothing to project until a new
+//! version is written. The event source mapping's on-failure queue holds only stream positions,
+//! not records; its batches are re-projected the same way once the items are known, or by
+//! `cqrs rebuild --tenant`.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use cqrs_keys::{remove_sort_key_version, tenant_code};
+use cqrs_store::Store;
+use cqrs_store::parked::ParkedRecord;
+use cqrs_store::projection::DataWrite;
+
+use super::{Connection, EXIT_DIFFERENCE, Need, fail};
+
+/// The records data-sync parked, and their redrive.
+#[derive(Debug, Args)]
+pub struct RedriveArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(subcommand)]
+    pub command: RedriveCommand,
+}
+
+/// What to do with parked records.
+#[derive(Debug, Subcommand)]
+pub enum RedriveCommand {
+    /// List parked records: all tenants, or one.
+    List {
+        /// Only this tenant's records.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Print JSON (one array).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show every parked record of one item, with its reason and the stream record as Lambda
+    /// delivered it.
+    Show {
+        /// The item id (`pk#sk`, e.g. PRODUCT#t1#P001).
+        item: String,
+    },
+    /// Re-project the items the parked records name from the history table, then remove the
+    /// records.
+    Run {
+        /// Only this tenant's records.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only this item's records (its id, `pk#sk`).
+        #[arg(long)]
+        item: Option<String>,
+        /// Say what would be written and removed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Keep the parked records after the re-projection.
+        #[arg(long)]
+        keep: bool,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `cqrs redrive`.
+pub async fn run(args: RedriveArgs) -> ExitCode {
+    let needs: &[Need] = match args.command {
+        RedriveCommand::Run { .. } => &[Need::Parked, Need::Data, Need::History],
+        _ => &[Need::Parked],
+    };
+    let store = match args.connection.store(needs).await {
+        Ok(store) => store,
+        Err(e) => return fail("redrive", e),
+    };
+    let result = match args.command {
+        RedriveCommand::List { tenant, json } => list(&store, tenant.as_deref(), json).await,
+        RedriveCommand::Show { item } => show(&store, &item).await,
+        RedriveCommand::Run {
+            tenant,
+            item,
+            dry_run,
+            keep,
+            json,
+        } => {
+            redrive(
+                &store,
+                tenant.as_deref(),
+                item.as_deref(),
+                dry_run,
+                keep,
+                json,
+            )
+            .await
+        }
+    };
+    result.unwrap_or_else(|e| fail("redrive", e))
+}
+
+/// The parked records of `tenant` (all tenants when `None`), of one item when `item` is given.
+async fn records(
+    store: &Store,
+    tenant: Option<&str>,
+    item: Option<&str>,
+) -> Result<Vec<ParkedRecord>, String> {
+    let tenant = tenant.or_else(|| item.and_then(tenant_code));
+    let mut records = match tenant {
+        Some(tenant) => store.list_parked(Some(tenant), item).await,
+        None => store.scan_parked().await,
+    }
+    .map_err(|e| e.to_string())?;
+    if let Some(item) = item {
+        records.retain(|r| r.item_id.as_deref() == Some(item));
+    }
+    records.sort_by(|a, b| {
+        (&a.tenant, &a.item_id, &a.sequence_number).cmp(&(
+            &b.tenant,
+            &b.item_id,
+            &b.sequence_number,
+        ))
+    });
+    Ok(records)
+}
+
+async fn list(store: &Store, tenant: Option<&str>, json: bool) -> Result<ExitCode, String> {
+    let records = records(store, tenant, None).await?;
+    if json {
+        let list: Vec<serde_json::Value> = records
+            .iter()
+            .map(|r| {
+                let mut value = serde_json::to_value(r).unwrap_or_default();
+                if let Some(map) = value.as_object_mut() {
+                    map.remove("record");
+                }
+                value
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(list));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} parked records", records.len());
+    for r in &records {
+        let reason: String = r.reason.chars().take(100).collect();
+        println!(
+            "  {:<10} {} @{}  {:<16} {}  {}",
+            r.tenant.as_deref().unwrap_or("-"),
+            r.item_sk
+                .as_deref()
+                .map(|sk| format!("{} / {sk}", r.item_pk.as_deref().unwrap_or("-")))
+                .unwrap_or_else(|| "(no keys)".into()),
+            r.sequence_number,
+            r.reason_kind,
+            r.parked_at,
+            reason
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn show(store: &Store, item: &str) -> Result<ExitCode, String> {
+    let records = records(store, None, Some(item)).await?;
+    if records.is_empty() {
+        println!("no parked record of {item}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let list: Vec<serde_json::Value> = records
+        .iter()
+        .map(|r| {
+            let mut value = serde_json::to_value(r).unwrap_or_default();
+            // The stream record as JSON, not as a string holding JSON.
+            if let (Some(map), Some(text)) = (value.as_object_mut(), &r.record)
+                && let Ok(record) = serde_json::from_str::<serde_json::Value>(text)
+            {
+                map.insert("record".into(), record);
+            }
+            value
+        })
+        .collect();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What became of one item's redrive.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Redriven {
+    pk: String,
+    sk: String,
+    records: usize,
+    /// `written`, `already-current`, `no-history` or `would-write` (dry run).
+    outcome: &'static str,
+    version: Option<i64>,
+    removed: usize,
+}
+
+async fn redrive(
+    store: &Store,
+    tenant: Option<&str>,
+    item: Option<&str>,
+    dry_run: bool,
+    keep: bool,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let parked = records(store, tenant, item).await?;
+    let mut by_item: BTreeMap<(String, String), Vec<ParkedRecord>> = BTreeMap::new();
+    let mut keyless = 0;
+    for record in parked {
+        match (&record.item_pk, &record.item_sk) {
+            (Some(pk), Some(sk)) => {
+                let key = (pk.clone(), remove_sort_key_version(sk).to_string());
+                by_item.entry(key).or_default().push(record);
+            }
+            _ => keyless += 1,
+        }
+    }
+    let mut done = Vec::new();
+    for ((pk, sk), records) in by_item {
+        let newest = store
+            .newest_history_version(&pk, &sk)
+            .await
+            .map_err(|e| format!("{pk} / {sk}: {e}"))?;
+        let (outcome, version) = match &newest {
+            None => ("no-history", None),
+            Some(item) if dry_run => ("would-write", Some(item.version)),
+            Some(item) => match store.put_data_if_newer(item).await {
+                Ok(DataWrite::Written) => ("written", Some(item.version)),
+                Ok(DataWrite::AlreadyCurrent) => ("already-current", Some(item.version)),
+                Err(e) => return Err(format!("{pk} / {sk}: {e}")),
+            },
+        };
+        let mut removed = 0;
+        if newest.is_some() && !dry_run && !keep {
+            for record in &records {
+                store
+                    .delete_parked(record)
+                    .await
+                    .map_err(|e| format!("removing the parked record {}: {e}", record.sk()))?;
+                removed += 1;
+            }
+        }
+        done.push(Redriven {
+            pk,
+            sk,
+            records: records.len(),
+            outcome,
+            version,
+            removed,
+        });
+    }
+    let left = done.iter().filter(|d| d.outcome == "no-history").count();
+    if json {
+        let out = serde_json::json!({
+            "dryRun": dry_run,
+            "items": done,
+            "withoutKeys": keyless,
+            "leftParked": left,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "redrive{}: {} items named by parked records, {} without history (left parked), {} \
+             records without keys (left parked)",
+            if dry_run { " (dry run)" } else { "" },
+            done.len(),
+            left,
+            keyless
+        );
+        for d in &done {
+            println!(
+                "  {} / {}  {} records  {}{}  {} removed",
+                d.pk,
+                d.sk,
+                d.records,
+                d.outcome,
+                d.version.map(|v| format!(" v{v}")).unwrap_or_default(),
+                d.removed
+            );
+        }
+    }
+    if left > 0 || keyless > 0 {
+        return Ok(ExitCode::from(EXIT_DIFFERENCE));
+    }
+    Ok(ExitCode::SUCCESS)
+}
