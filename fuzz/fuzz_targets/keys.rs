@@ -34,7 +34,11 @@ fn model_round_trip(model: &Model, pk: &str, sk: &str) {
                     .attributes
                     .get(name)
                     .is_some_and(|a| a.ty == AttrType::Number);
-                let value = if number { ValueRef::Num(text) } else { ValueRef::Str(text) };
+                let value = if number {
+                    ValueRef::Num(text)
+                } else {
+                    ValueRef::Str(text)
+                };
                 (name.as_str(), value)
             })
             .collect();

@@ -1,6 +1,6 @@
 //! The query handler's request parsing on arbitrary input: the route, the path segments, the query
-//! parameters and the cursors. No panic, every refusal a 4xx, and a cursor never decodes for a
-//! partition or item other than the one the request names.
+//! parameters, access-pattern plans and the cursors. No panic, every refusal a 4xx, and a cursor
+//! never decodes for a partition, item or pattern read other than the one the request names.
 //!
 //! Input (lossy UTF-8): line 1 the raw path, line 2 the query string, line 3 a cursor.
 #![no_main]
@@ -10,7 +10,13 @@ use std::collections::HashMap;
 use cqrs_store::query::{Order, PageKey, PartitionQuery, SortKeyRange, VersionKey, VersionQuery};
 use lambda_http::aws_lambda_events::query_map::QueryMap;
 use libfuzzer_sys::fuzz_target;
-use query_handler::{cursor, params, route};
+use query_handler::{cursor, params, pattern, route};
+
+/// The example entity model, parsed once.
+fn model() -> &'static cqrs_model::Model {
+    static MODEL: std::sync::OnceLock<cqrs_model::Model> = std::sync::OnceLock::new();
+    MODEL.get_or_init(cqrs_model::Model::example)
+}
 
 fn check<T>(result: Result<T, cqrs_problem::ApiError>) -> Option<T> {
     match result {
@@ -33,9 +39,10 @@ fuzz_target!(|data: &[u8]| {
     // The route and its segments.
     for stage in [None, Some("prod")] {
         if let Some(route) = check(route::parse_path(path, stage)) {
-            let pk = check(route::decode_segment("pk", route.pk()));
-            if let Some(pk) = pk {
-                assert!(!route.pk().is_empty() || pk.is_empty());
+            if let Some(segment) = route.pk()
+                && let Some(pk) = check(route::decode_segment("pk", segment))
+            {
+                assert!(!segment.is_empty() || pk.is_empty());
             }
             if let route::Route::Version { version, .. } = route
                 && let Some(v) = check(route::decode_segment("v", version))
@@ -55,7 +62,43 @@ fuzz_target!(|data: &[u8]| {
             .or_default()
             .push(value.to_string());
     }
-    let query_map = QueryMap::from(pairs);
+    let query_map = QueryMap::from(pairs.clone());
+
+    // Access patterns: any pattern name and parameters plan a query or are a 400 naming the
+    // parameter; a cursor decodes only into positions inside that plan, for that tenant.
+    let model = model();
+    for pattern in [
+        "orders_by_status",
+        "items_of_order",
+        "readings_of_sensor",
+        "stores_in_region",
+    ]
+    .into_iter()
+    .chain(path.strip_prefix("/query/"))
+    {
+        let given: Vec<(&str, &str)> = pairs
+            .iter()
+            .flat_map(|(name, values)| values.iter().map(move |v| (name.as_str(), v.as_str())))
+            .collect();
+        if let Ok(plan) = model.query(pattern, "t1", &given)
+            && let Some(decoded) =
+                check(cursor::decode_pattern(cursor_text, &plan, Order::Ascending))
+        {
+            assert_eq!(decoded.shards.len(), plan.partitions.len());
+            for position in decoded.shards {
+                if let pattern::ShardPosition::After(key) = position {
+                    let sort: Vec<_> = plan
+                        .sort_attrs
+                        .iter()
+                        .map(|a| key[&a.name].clone())
+                        .collect();
+                    assert!(plan.in_range(&sort));
+                    let (pk, sk) = (key["pk"].as_str(), key["sk"].as_str());
+                    assert!(plan.entity_of_table_key(pk, sk).is_some());
+                }
+            }
+        }
+    }
     let allowed = [
         "skPrefix",
         "skFrom",
