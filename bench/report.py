@@ -554,7 +554,7 @@ def _patterns_section(r: dict) -> str:
     for limit in sorted({x["limit"] for x in p["rows"]}):
         fan, one = by.get(("fan-out (10 shards)", limit)), by.get(("single partition", limit))
         if fan and one and one["p50_ms"]:
-            ratios.append(f"pages of {limit}: fan-out p50 {_times(fan['p50_ms'] / one['p50_ms'])} the single partition's")
+            ratios.append(f"pages of {limit}: a fan-out page's p50 is {fan['p50_ms'] / one['p50_ms']:.1f}x a single-partition page's")
     return "\n\n".join([
         "## 6. Access patterns: a 10-shard fan-out beside one partition",
         f"`cargo bench -p query-handler --bench patterns` (`functions/query-handler/benches/patterns.rs`): {p['items']:,} "
