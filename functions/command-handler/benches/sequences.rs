@@ -110,9 +110,9 @@ async fn draws(app: &command_handler::App, draws: usize) -> Duration {
 
 async fn put_master(tables: &cqrs_testkit::TestTables, sk: &str, attributes: serde_json::Value) {
     let mut item = Item::example();
-    item.pk = "MASTER#t1".into();
+    item.pk = cqrs_keys::master::tenant_master_pk("t1").expect("a master key");
     item.sk = sk.into();
-    item.id = format!("MASTER#t1#{sk}");
+    item.id = cqrs_keys::generate_id(&item.pk, sk);
     item.attributes = cqrs_item::map_from_json(attributes).expect("attributes");
     tables
         .client

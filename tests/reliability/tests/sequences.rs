@@ -69,9 +69,9 @@ impl Seq {
     /// A master item as data-sync would have projected it into the data table.
     async fn put_master(&self, tenant: &str, sk: &str, attributes: Value) {
         let mut item = Item::example();
-        item.pk = format!("MASTER#{tenant}");
+        item.pk = cqrs_keys::master::tenant_master_pk(tenant).expect("a master key");
         item.sk = sk.to_string();
-        item.id = format!("MASTER#{tenant}#{sk}");
+        item.id = cqrs_keys::generate_id(&item.pk, sk);
         item.tenant_code = tenant.to_string();
         item.item_type = "MASTER".into();
         item.attributes = cqrs_item::map_from_json(attributes).expect("attributes");
