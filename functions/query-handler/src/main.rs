@@ -1,5 +1,6 @@
-//! The `query-handler` Lambda function: wiring only. The DynamoDB client and configuration are
-//! built once per cold start; every request goes to [`query_handler::handle`].
+//! The `query-handler` Lambda function: wiring only. The DynamoDB client, the configuration and
+//! the entity model are built once per cold start (each phase timed and logged once, see
+//! [`cqrs_store::client::InitClock`]); every request goes to [`query_handler::handle`].
 
 #![cfg_attr(
     not(test),
@@ -7,28 +8,34 @@
 )]
 
 use cqrs_caller::CallerMode;
+use cqrs_store::client::{ClientEnv, InitClock, http_client};
 use cqrs_store::{Store, Tables};
 use lambda_http::{Error, Request, service_fn};
 use query_handler::App;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    let mut init = InitClock::start();
     lambda_http::tracing::init_default_subscriber();
+    init.lap("logging");
     let tables = Tables::from_env()?;
     let caller_mode = CallerMode::from_env()?;
     query_handler::access_log::init_from_env()?;
-    let config = aws_config::load_from_env().await;
-    let started = std::time::Instant::now();
-    let app = App::new(
-        Store::new(aws_sdk_dynamodb::Client::new(&config), tables),
-        caller_mode,
-    )?;
+    init.lap("config");
+    let env = ClientEnv::from_env()?;
+    init.lap("sdk_config");
+    let http = http_client(env.tls_roots);
+    init.lap("http_client");
+    let client = env.client(http);
+    init.lap("client");
+    let app = App::new(Store::new(client, tables), caller_mode)?;
+    init.lap("model");
     tracing::info!(
         revision = app.model.revision(),
         patterns = app.model.patterns().len(),
-        micros = started.elapsed().as_micros() as u64,
         "entity model loaded"
     );
+    init.log();
     let app = &app;
     lambda_http::run(service_fn(move |request: Request| async move {
         Ok::<_, Error>(query_handler::handle(app, request).await)

@@ -35,6 +35,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod client;
 pub mod command;
 pub mod entries;
 pub mod head;
@@ -182,6 +183,14 @@ pub enum ConfigError {
     /// A required environment variable is not set.
     #[error("environment variable {0} is missing or empty")]
     MissingVariable(&'static str),
+    /// An environment variable holds a value the function cannot use.
+    #[error("environment variable {name} must be {expected}")]
+    InvalidVariable {
+        /// The variable.
+        name: &'static str,
+        /// What it may hold.
+        expected: &'static str,
+    },
 }
 
 /// What can go wrong in the store, translated from the SDK once.
@@ -313,11 +322,9 @@ where
 ///
 /// ```no_run
 /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-/// let config = aws_config::load_from_env().await;
-/// let store = cqrs_store::Store::new(
-///     aws_sdk_dynamodb::Client::new(&config),
-///     cqrs_store::Tables::from_env()?,
-/// );
+/// let env = cqrs_store::client::ClientEnv::from_env()?;
+/// let client = env.client(cqrs_store::client::http_client(env.tls_roots));
+/// let store = cqrs_store::Store::new(client, cqrs_store::Tables::from_env()?);
 /// let latest = store.latest_command_version("PRODUCT#t1", "P001").await?;
 /// # Ok(()) }
 /// ```

@@ -1,9 +1,9 @@
-//! `bench-floor`: the floor of the cold-path benchmark (`scripts/bench.sh`, see BENCHMARKS.md).
+//! `bench-floor`: the echo line of the cold-path benchmark (`scripts/bench.sh`, see BENCHMARKS.md).
 //!
 //! A minimal `lambda_runtime` function that answers every event with the event itself: no logging
-//! set-up, no configuration, no AWS SDK client. It is built with the same release profile as the
-//! project's three functions, so the difference between their cold path and this one is what their
-//! own set-up costs (the SDK client above all) over the runtime loop alone.
+//! set-up, no configuration, no AWS SDK client, no DynamoDB call. It shows the runtime loop alone;
+//! the per-path floors (`floor-create`, `floor-get`, `floor-batch`) are the reference for our
+//! functions, since they make the same DynamoDB calls.
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;

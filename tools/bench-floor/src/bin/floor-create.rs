@@ -1,0 +1,218 @@
+//! `floor-create`: `POST /commands` (a create) written by hand, the floor of command-handler's
+//! cold path. It makes the DynamoDB calls command-handler makes for a new item, in the same order
+//! and with the same concurrency: the tenant's and `common`'s TTL policy (one `BatchGetItem`), the
+//! item's head (`GetItem`), the three reads that seed a missing head (command rows, history
+//! version index, data version; concurrently), then the version row and the head in one
+//! `TransactWriteItems`. It validates only what it needs to build the item.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
+use bench_floor::{dynamodb_client, var};
+use lambda_http::{Body, Error, Request, RequestExt, Response, service_fn};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+struct Tables {
+    command: String,
+    data: String,
+    history: String,
+    idempotency: String,
+}
+
+fn s(value: &str) -> AttributeValue {
+    AttributeValue::S(value.to_string())
+}
+
+fn reply(status: u16, body: Value) -> Result<Response<Body>, Error> {
+    Ok(Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))?)
+}
+
+async fn create(
+    client: &Client,
+    tables: &Tables,
+    request: Request,
+) -> Result<Response<Body>, Error> {
+    let context = request.request_context();
+    let lambda_http::request::RequestContext::ApiGatewayV2(context) = context else {
+        return reply(400, json!({"title": "not an HTTP API request"}));
+    };
+    let claims = context
+        .authorizer
+        .as_ref()
+        .and_then(|a| a.jwt.as_ref())
+        .map(|jwt| jwt.claims.clone())
+        .unwrap_or_default();
+    let (Some(tenant), Some(user)) = (claims.get("custom:tenant"), claims.get("sub")) else {
+        return reply(401, json!({"title": "no caller"}));
+    };
+    let ip = context.http.source_ip.clone().unwrap_or_default();
+    let body: Value = match request.body() {
+        Body::Text(text) => serde_json::from_str(text)?,
+        Body::Binary(bytes) => serde_json::from_slice(bytes)?,
+        _ => return reply(400, json!({"title": "no body"})),
+    };
+    let field = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or_default();
+    let (pk, sk, code, name) = (field("pk"), field("sk"), field("code"), field("name"));
+    let Some((entity_type, pk_tenant)) = pk.split_once('#') else {
+        return reply(400, json!({"title": "bad pk"}));
+    };
+    if pk_tenant != tenant || sk.is_empty() || sk.contains('@') {
+        return reply(400, json!({"title": "bad pk or sk"}));
+    }
+    let id = format!("{pk}#{sk}");
+    let head_key = format!("HEAD#{id}");
+    let ttl_sk = format!("TTL#{}", entity_type.to_ascii_lowercase());
+
+    // The TTL policy of the tenant, else of `common`.
+    let policy_keys = KeysAndAttributes::builder()
+        .keys(HashMap::from([
+            ("pk".into(), s(&format!("MASTER#{tenant}"))),
+            ("sk".into(), s(&ttl_sk)),
+        ]))
+        .keys(HashMap::from([
+            ("pk".into(), s("MASTER#common")),
+            ("sk".into(), s(&ttl_sk)),
+        ]))
+        .consistent_read(true)
+        .build()?;
+    client
+        .batch_get_item()
+        .request_items(&tables.data, policy_keys)
+        .send()
+        .await?;
+
+    // The head; a new item has none, so the seeding reads follow.
+    let head = client
+        .get_item()
+        .table_name(&tables.idempotency)
+        .key("pk", s(&head_key))
+        .consistent_read(true)
+        .send()
+        .await?;
+    if head.item.is_some() {
+        return reply(409, json!({"title": "already exists"}));
+    }
+    let (rows, history, data) = tokio::try_join!(
+        async {
+            client
+                .query()
+                .table_name(&tables.command)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":prefix", s(&format!("{sk}@")))
+                .projection_expression("sk")
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(Error::from)
+        },
+        async {
+            client
+                .query()
+                .table_name(&tables.history)
+                .index_name("id-version-index")
+                .key_condition_expression("id = :id")
+                .expression_attribute_values(":id", s(&id))
+                .projection_expression("version")
+                .scan_index_forward(false)
+                .limit(1)
+                .send()
+                .await
+                .map_err(Error::from)
+        },
+        async {
+            client
+                .get_item()
+                .table_name(&tables.data)
+                .key("pk", s(pk))
+                .key("sk", s(sk))
+                .projection_expression("version")
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(Error::from)
+        },
+    )?;
+    if !rows.items().is_empty() || !history.items().is_empty() || data.item.is_some() {
+        return reply(409, json!({"title": "already exists"}));
+    }
+
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    let attributes = body.get("attributes").cloned().unwrap_or(json!({}));
+    let row = HashMap::from([
+        ("pk".to_string(), s(pk)),
+        ("sk".to_string(), s(&format!("{sk}@1"))),
+        ("id".to_string(), s(&id)),
+        ("code".to_string(), s(code)),
+        ("name".to_string(), s(name)),
+        ("type".to_string(), s(entity_type)),
+        ("entity".to_string(), s(&entity_type.to_ascii_lowercase())),
+        ("tenantCode".to_string(), s(tenant)),
+        ("version".to_string(), AttributeValue::N("1".into())),
+        ("isDeleted".to_string(), AttributeValue::Bool(false)),
+        (
+            "attributes".to_string(),
+            serde_dynamo::to_attribute_value(attributes)?,
+        ),
+        ("createdAt".to_string(), s(&now)),
+        ("updatedAt".to_string(), s(&now)),
+        ("createdBy".to_string(), s(user)),
+        ("updatedBy".to_string(), s(user)),
+        ("createdIp".to_string(), s(&ip)),
+        ("updatedIp".to_string(), s(&ip)),
+        (
+            "requestId".to_string(),
+            s(&context.request_id.clone().unwrap_or_default()),
+        ),
+        ("source".to_string(), s("POST /commands")),
+    ]);
+    let put_row = Put::builder()
+        .table_name(&tables.command)
+        .set_item(Some(row))
+        .condition_expression("attribute_not_exists(pk)")
+        .build()?;
+    let put_head = Put::builder()
+        .table_name(&tables.idempotency)
+        .item("pk", s(&head_key))
+        .item("latest", AttributeValue::N("1".into()))
+        .condition_expression("attribute_not_exists(pk)")
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()?;
+    let written = client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().put(put_row).build())
+        .transact_items(TransactWriteItem::builder().put(put_head).build())
+        .send()
+        .await;
+    if written.is_err() {
+        return reply(409, json!({"title": "lost the race"}));
+    }
+    reply(
+        202,
+        json!({"id": id, "pk": pk, "sk": format!("{sk}@1"), "version": 1}),
+    )
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_http::tracing::init_default_subscriber();
+    let tables = Tables {
+        command: var("COMMAND_TABLE")?,
+        data: var("DATA_TABLE")?,
+        history: var("HISTORY_TABLE")?,
+        idempotency: var("IDEMPOTENCY_TABLE")?,
+    };
+    let client = dynamodb_client()?;
+    let (client, tables) = (&client, &tables);
+    lambda_http::run(service_fn(move |request: Request| async move {
+        create(client, tables, request).await
+    }))
+    .await
+}
