@@ -81,6 +81,12 @@ PROFILES=("${PROFILES[@]// /}")
 TARGET=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 
+# clear_bootstraps: so that a build that writes its bootstraps elsewhere fails the copy below instead
+# of copying the previous build's under another profile's name.
+clear_bootstraps() {
+    local name
+    for name in "${FUNCTIONS[@]}"; do rm -f "$TARGET/lambda/$name/bootstrap"; done
+}
 # keep_bootstraps <profile>: target/lambda/<bin>/bootstrap -> target/lambda-profiles/<profile>/<bin>/bootstrap
 keep_bootstraps() {
     local profile=$1 name
@@ -96,6 +102,7 @@ if [[ ${BENCH_SKIP_ARM64:-} != 1 ]]; then
     source scripts/tools.sh
     for profile in "${PROFILES[@]}"; do
         [[ $profile == release ]] && continue
+        clear_bootstraps
         timed "arm64 $profile (cargo lambda build --profile $profile --arm64)" \
             cargo lambda build --profile "$profile" --arm64 "${FUNCTION_BINS[@]}"
         keep_bootstraps "$profile"
