@@ -33,11 +33,6 @@ def _ratio(r: Optional[float]) -> str:
     return f"{r:.2f}"
 
 
-def _times(r: float) -> str:
-    """'12x' for a ratio below 1 seen from the other side."""
-    return f"{1 / r:,.0f}x" if 1 / r >= 10 else f"{1 / r:.1f}x"
-
-
 def _mib(n: Optional[float]) -> str:
     return "n/a" if n is None else f"{n / 1048576:.1f} MiB"
 
@@ -64,7 +59,7 @@ def _table(header: list[str], rows: list[list[str]], align: Optional[str] = None
 def _header(r: dict) -> str:
     m = r["machine"]
     phase_loads = []
-    for phase in ("keys", "cold", "memory", "projection", "report", "sequences"):
+    for phase in ("keys", "cold", "warm", "memory", "projection", "report", "sequences", "profiles"):
         if phase in r:
             phase_loads.append(f"{phase} {r[phase]['load_before']} → {r[phase]['load_after']}")
     rows = [
@@ -124,14 +119,111 @@ def _keys_section(r: dict) -> str:
     ])
 
 
+RATIO_GOAL = 1.1
+SIZE_GOAL_BYTES = 8 * 1024 * 1024
+OURS = ("command-handler", "query-handler", "data-sync")
+FLOOR_OF = {"command-handler": "floor-create", "query-handler": "floor-get", "data-sync": "floor-batch",
+            "command-handler-system-roots": "floor-create"}
+COLD_ORDER = ("bench-floor", "command-handler", "floor-create", "command-handler-system-roots", "query-handler",
+              "floor-get", "data-sync", "floor-batch", "node-floor", "node-mbc")
+
+
+def _nan(x: Optional[float]) -> bool:
+    return x is None or x != x
+
+
+def _ms2(ms: Optional[float]) -> str:
+    """Milliseconds with two decimals below 10 (warm requests are often under a millisecond)."""
+    if _nan(ms):
+        return "n/a"
+    return f"{ms:.2f}" if ms < 10 else _ms(ms)
+
+
+def _mib2(n: Optional[float]) -> str:
+    return "n/a" if n is None else f"{n / 1048576:.2f} MiB"
+
+
+def _div(a: Optional[float], b: Optional[float]) -> float:
+    return float("nan") if _nan(a) or _nan(b) or not b else a / b
+
+
+def _ci(p: dict) -> str:
+    if _nan(p.get("ci_low")) or _nan(p.get("ci_high")):
+        return "n/a"
+    return f"{_ratio(p['ci_low'])}{NBSP_DASH}{_ratio(p['ci_high'])}"
+
+
+def _goal(ratio: Optional[float]) -> str:
+    """"met" only when the ratio (of medians, or of p99s) is at most the goal."""
+    if _nan(ratio):
+        return "n/a"
+    return "met" if ratio <= RATIO_GOAL else "not met"
+
+
+def _upper(p: dict) -> str:
+    if _nan(p.get("ci_high")):
+        return "n/a"
+    return "yes" if p["ci_high"] <= RATIO_GOAL else "no"
+
+
 def _cold_section(r: dict) -> str:
-    c = r["cold"]["candidates"]
-    node = c["node-mbc"]["median_ms"]
-    floor = c["bench-floor"]["median_ms"]
+    cold = r["cold"]
+    c = cold["candidates"]
+    pairs = cold.get("pairs") or []
+
+    def med(name: str) -> Optional[float]:
+        return c[name]["median_ms"] if name in c else None
+
+    node, echo = med("node-mbc"), med("bench-floor")
+    every = cold.get("node_every", 1)
+    runs_text = f"{cold['runs']} interleaved rounds"
+    if every > 1:
+        nth = {2: "2nd", 3: "3rd"}.get(every, f"{every}th")
+        why = ("as `BENCH_COLD_NODE_EVERY` asked" if cold.get("node_every_forced") else
+               f"since every round would have taken the phase past {cold.get('budget_s', 360) / 60:.0f} minutes "
+               "(estimated from the last warm-up round)")
+        runs_text += (f"; the two Node candidates ran in every {nth} round only "
+                      f"({c.get('node-mbc', {}).get('n', '?')} runs), {why}")
+    parts = [
+        "## 2. Cold path: process start to the first answered invocation",
+        "Milliseconds from spawning the process to the arrival of its first `POST .../invocation/{id}/response` at "
+        f"the Runtime API stand-in (`bench/runtime_api.py`, Python, 127.0.0.1), {runs_text}: the candidates "
+        "in a shuffled order every round so that they share the machine's noise, after two uncounted warm-up rounds. "
+        "Rust: x86_64 release builds (`cargo build --release`). Each of our functions has a **hand-written floor**: a "
+        "minimal `lambda_runtime` function built with the same profile, features, TLS roots and SDK trims, that "
+        "answers the same event with the same DynamoDB calls and is checked the same way (create: statusCode 202, a "
+        "new sort key every run; get: statusCode 200 on an item that exists; batch: `batchItemFailures: []`, a new "
+        "item every run). `bench-floor` is an echo (no DynamoDB call), kept as a second reference. Node: "
+        "`bench/node/runtime.js`, a Runtime API client of the same protocol. Every call reaches DynamoDB Local over "
+        "plain HTTP on 127.0.0.1.",
+    ]
+    if pairs:
+        rows = []
+        for p in pairs:
+            a, b = c[p["ours"]], c[p["floor"]]
+            rows.append([
+                f"`{p['ours']}`", f"`{p['floor']}`", f"{a['n']} / {b['n']}",
+                _ms(a["median_ms"]), _ms(b["median_ms"]),
+                f"**{_ratio(p['ratio'])}**", _ci(p), _goal(p["ratio"]), _upper(p),
+                f"{p['init_diff_ms']:+.2f}", f"{p['invoke_diff_ms']:+.2f}",
+                _ratio(p["ratio_node"]), _ratio(p["ratio_echo"]),
+            ])
+        parts.append(
+            f"**Ours against the floor.** Ratio = our median ÷ the floor's median; the interval is a percentile "
+            f"bootstrap ({pairs[0].get('resamples') or cold.get('bootstrap_resamples', 2000)} resamples, each "
+            "candidate's runs drawn again with replacement, seeded) at 95 %. Goal: at most "
+            f"{RATIO_GOAL}. *Δ init* and *Δ 1st invocation*: our median minus the floor's (ms), where the difference "
+            "lies. The last two columns divide our median by the Node handler's and by the echo's."
+        )
+        parts.append(_table(["function", "floor", "runs", "median ms", "floor median ms", "ours ÷ floor",
+                             "95 % CI", f"≤ {RATIO_GOAL}", f"CI upper ≤ {RATIO_GOAL}", "Δ init ms",
+                             "Δ 1st invocation ms", "÷ Node mbc", "÷ echo"], rows, "lllrrrrllrrrr"))
+    else:
+        parts.append("**No hand-written floor was measured in this run** (`floor-create`, `floor-get`, `floor-batch`): "
+                     "the ratios to the floor are not available.")
     rows = []
-    for name in ("bench-floor", "command-handler", "command-handler-1root", "query-handler", "data-sync", "node-floor", "node-mbc"):
-        if name not in c:
-            continue
+    names = [n for n in COLD_ORDER if n in c] + [n for n in c if n not in COLD_ORDER]
+    for name in names:
         s = c[name]
         failed = f" ({len(s['failures'])} failed)" if s["failures"] else ""
         rows.append([
@@ -141,38 +233,214 @@ def _cold_section(r: dict) -> str:
             f"{_ms(s['p10_ms'])}{NBSP_DASH}{_ms(s['p90_ms'])}",
             f"{_ms(s['min_ms'])}{NBSP_DASH}{_ms(s['max_ms'])}",
             _ms(s["init_median_ms"]), _ms(s["invoke_median_ms"]), _ms(s["warm_median_ms"]),
-            _ratio(s["median_ms"] / node), _ratio(s["median_ms"] / floor),
-            _kb_mib(s["hwm_median_kb"]),
+            _ratio(_div(s["median_ms"], node)), _ratio(_div(s["median_ms"], echo)),
+            _kb_mib(None if _nan(s.get("hwm_median_kb")) else s["hwm_median_kb"]),
         ])
-    failures = [f"`{n}`: {s['failures'][0]}" for n, s in c.items() if s["failures"]]
-    by_function = r["cold"].get("model_load_us_by_function") or {"command-handler": r["cold"].get("model_load_us") or {}}
+    parts.append(
+        "**Every candidate.** *IQR* = p25–p75. *init* = spawn to the first `GET .../next`; *first invocation* = event "
+        "handed out to response (the first connection to DynamoDB included); *2nd (warm)* = a second, equal event to "
+        "the same process (not part of the cold path). Peak RSS = `VmHWM` read when the first response arrives."
+    )
+    parts.append(_table(["candidate", "first invocation does", "runs", "median ms", "IQR", "p10–p90", "min–max",
+                         "init ms", "1st invocation ms", "2nd (warm) ms", "÷ Node mbc", "÷ echo", "peak RSS"],
+                        rows, "llrrrrrrrrrrr"))
+    sys_roots, ch = c.get("command-handler-system-roots"), c.get("command-handler")
+    if sys_roots and ch:
+        parts.append(
+            "**TLS roots.** `command-handler-system-roots` is the same binary with `CQRS_TLS_ROOTS=system` (the "
+            "system's root bundle loaded at start, as the SDK did before the roots were compiled in): init median "
+            f"{_ms2(sys_roots['init_median_ms'])} ms (IQR {_ms2(sys_roots['init_p25_ms'])}{NBSP_DASH}"
+            f"{_ms2(sys_roots['init_p75_ms'])}) against {_ms2(ch['init_median_ms'])} ms (IQR "
+            f"{_ms2(ch['init_p25_ms'])}{NBSP_DASH}{_ms2(ch['init_p75_ms'])}), "
+            f"{sys_roots['init_median_ms'] - ch['init_median_ms']:+.2f} ms; cold path "
+            f"{sys_roots['median_ms'] - ch['median_ms']:+.2f} ms."
+        )
+    by_function = cold.get("model_load_us_by_function") or {}
     model_line = " ".join(
-        f"Entity model in `{name}`: parsing and checking the compiled-in `model.toml` (the example model) took a "
-        f"median {m['median'] / 1000:.3f} ms (p90 {m['p90'] / 1000:.3f} ms) of its init, over {m['n']} starts in "
-        "these runs (the function logs it at every start)."
+        f"Entity model in `{name}`: parsing and checking the compiled-in `model.toml` took a median "
+        f"{m['median'] / 1000:.3f} ms (p90 {m['p90'] / 1000:.3f} ms) of its init, over {m['n']} starts "
+        "(its `entity model loaded` log line)."
         for name, m in by_function.items() if m.get("median") is not None
     )
-    parts = [
-        "## 2. Cold path: process start to the first answered invocation",
-        f"Milliseconds from spawning the process to the arrival of its first `POST .../invocation/{{id}}/response` at "
-        f"the Runtime API stand-in (`bench/runtime_api.py`, Python, 127.0.0.1), {r['cold']['runs']} runs each, the "
-        "candidates interleaved in a shuffled order every round so that they share the machine's noise, after one "
-        "uncounted warm-up round. Rust: x86_64 release builds (`cargo build --release`: thin LTO, 1 codegen unit, "
-        "panic=abort, stripped). Node: `bench/node/runtime.js`, a Runtime API client of the same protocol. Every "
-        "invocation that touches DynamoDB makes a real call to DynamoDB Local over plain HTTP on 127.0.0.1 (the "
-        "create writes a new item each run; the GET reads an item that exists). *init* = spawn to the first "
-        "`GET .../next` (process start, configuration, SDK client); *first invocation* = event handed out to "
-        "response (includes the first connection to DynamoDB, credential and endpoint resolution, the call); "
-        "*2nd (warm)* = a second, equal event to the same process (not part of the cold path: it shows what the "
-        "call itself costs once everything is set up, DynamoDB Local's own time included). "
-        "Peak RSS = `VmHWM` read when the first response arrives. Ratios (÷) are of the cold-path medians.",
-        _table(["candidate", "first invocation does", "runs", "median ms", "p25–p75", "p10–p90", "min–max",
-                "init ms", "1st invocation ms", "2nd (warm) ms", "÷ Node mbc", "÷ floor", "peak RSS"], rows, "llrrrrrrrrrrr"),
-    ]
     if model_line:
         parts.append(model_line)
+    if cold.get("missing"):
+        parts.append("Not measured (binary not built): " + ", ".join(f"`{n}`" for n in cold["missing"]) + ".")
+    failures = [f"`{n}`: {s['failures'][0]}" for n, s in c.items() if s["failures"]]
     if failures:
         parts.append("Failed runs (not counted): " + "; ".join(failures))
+    return "\n\n".join(parts)
+
+
+def _init_section(r: dict) -> str:
+    cold = r["cold"]
+    c = cold["candidates"]
+    breakdown = cold.get("init_breakdown") or {}
+    columns = [n for n in ("command-handler", "query-handler", "data-sync", "command-handler-system-roots",
+                           "floor-create", "floor-get", "floor-batch") if n in c]
+    # Floors get a column only when they log the line themselves.
+    columns = [n for n in columns if n in OURS or n == "command-handler-system-roots" or breakdown.get(n, {}).get("n")]
+    logged = [n for n in columns if breakdown.get(n, {}).get("n")]
+    node = c.get("node-mbc", {}).get("median_ms")
+    parts = [
+        "## 2b. Init: where the time before the first `next` goes",
+        "Each of our functions logs once at start one line `cold start init` with the microseconds of each phase of "
+        "its set-up (`*_us` fields: logging, configuration, model load, aws-config, TLS roots, client build, as the "
+        "function names them). Medians over the cold runs of section 2 (the runs that logged the line). *Outside the "
+        "logged phases* = median init (spawn to the first `next`) minus the median logged time (the function's "
+        "`total_us` when it logs one, else the sum of its phases): process start to `main` and the runtime's set-up "
+        "up to the first `next`.",
+    ]
+    if not columns:
+        parts.append("None of our functions was measured in this run.")
+        return "\n\n".join(parts)
+    order: list[str] = []
+    for n in logged:
+        for key in breakdown[n]["order"]:
+            if key not in order:
+                order.append(key)
+    rows = []
+    if order:
+        for key in order:
+            cells = []
+            for n in columns:
+                ph = breakdown.get(n, {}).get("phases", {}).get(key)
+                cells.append(f"{ph['median_us']:,.0f}" if ph else ("not logged" if not breakdown.get(n, {}).get("n") else "–"))
+            rows.append([f"`{key}_us` (µs)"] + cells)
+        rows.append(["sum of the logged phases (µs)"] + [
+            f"{breakdown[n]['sum_median_us']:,.0f}" if breakdown.get(n, {}).get("n") else "not logged" for n in columns])
+        if any(breakdown.get(n, {}).get("total_median_us") is not None for n in logged):
+            rows.append(["logged total, `total_us` (µs)"] + [
+                f"{breakdown[n]['total_median_us']:,.0f}" if breakdown.get(n, {}).get("total_median_us") is not None
+                else "–" for n in columns])
+    else:
+        rows.append(["logged phases"] + ["not logged"] * len(columns))
+    rows.append(["runs that logged the line"] + [
+        f"{breakdown.get(n, {}).get('n', 0)} of {breakdown.get(n, {}).get('runs', c[n]['n'])}" for n in columns])
+    rows.append(["init, spawn to the first `next` (ms)"] + [_ms2(c[n]["init_median_ms"]) for n in columns])
+    rows.append(["outside the logged phases: process start to `main` and runtime set-up (ms)"] + [
+        _ms2(breakdown[n]["outside_ms"]) if breakdown.get(n, {}).get("n") else "n/a" for n in columns])
+    rows.append(["the floor's init (ms)"] + [
+        f"{_ms2(c[FLOOR_OF[n]]['init_median_ms'])} (`{FLOOR_OF[n]}`)" if FLOOR_OF.get(n) in c else "n/a"
+        for n in columns])
+    rows.append(["cold path (ms)"] + [_ms2(c[n]["median_ms"]) for n in columns])
+    rows.append(["the Node handler's cold path (ms)"] + [_ms(node) for _ in columns])
+    rows.append(["cold path ÷ Node handler's"] + [_ratio(_div(c[n]["median_ms"], node)) for n in columns])
+    parts.append(_table([""] + [f"`{n}`" for n in columns], rows, "l" + "r" * len(columns)))
+    if not logged:
+        parts.append("The breakdown is **not logged**: no measured function wrote a `cold start init` line in this "
+                     "run.")
+    return "\n\n".join(parts)
+
+
+def _warm_section(r: dict) -> str:
+    w = r["warm"]
+    c = w["candidates"]
+    parts = [
+        "## 2c. Warm requests: one process, requests in sequence",
+        f"Each candidate's process serves {w['requests'] + 1} events one after the other; the first (the cold one) is "
+        f"dropped and the other {w['requests']} give one latency each: event handed out by the stand-in to response "
+        f"arrived (`responded_ns[i] - served_ns[i]`; the stand-in's own time is in every candidate's figure alike). "
+        f"{w['rounds']} round{'s' if w['rounds'] != 1 else ''}, the candidates in a shuffled order every round, a new "
+        "process each time, samples pooled, after an uncounted warm-up of 20 requests each. Every create carries a new sort key, every batch a new "
+        "item; the get reads an item that exists. Every response is checked; a failed one is counted, not timed. "
+        f"Goal: p50 and p99 each at most {RATIO_GOAL}x the floor's; 95 % interval by percentile bootstrap.",
+    ]
+    pairs = w.get("pairs") or []
+    if pairs:
+        rows = []
+        for p in pairs:
+            a, b = c[p["ours"]], c[p["floor"]]
+            rows.append([
+                f"`{p['ours']}`", f"`{p['floor']}`",
+                _ms2(a["p50_ms"]), _ms2(b["p50_ms"]), f"**{_ratio(p['p50']['ratio'])}**", _ci(p["p50"]),
+                _ms2(a["p99_ms"]), _ms2(b["p99_ms"]), f"**{_ratio(p['p99']['ratio'])}**", _ci(p["p99"]),
+                "met" if not _nan(p["p50"]["ratio"]) and p["p50"]["ratio"] <= RATIO_GOAL and p["p99"]["ratio"] <= RATIO_GOAL
+                else ("n/a" if _nan(p["p50"]["ratio"]) else "not met"),
+            ])
+        parts.append(_table(["function", "floor", "p50 ms", "floor p50 ms", "p50 ÷ floor", "95 % CI", "p99 ms",
+                             "floor p99 ms", "p99 ÷ floor", "95 % CI", f"both ≤ {RATIO_GOAL}"], rows, "llrrrrrrrrl"))
+    else:
+        parts.append("**No hand-written floor was measured in this run**: the ratios to the floor are not available.")
+    rows = []
+    for name in [n for n in COLD_ORDER if n in c] + [n for n in c if n not in COLD_ORDER]:
+        s = c[name]
+        rows.append([f"`{name}`", s["label"], str(s["processes"]), str(s["n"]), str(s["failed"]),
+                     _ms2(s["p50_ms"]), _ms2(s["p90_ms"]), _ms2(s["p99_ms"]), _ms2(s["max_ms"]), _ms2(s["mean_ms"])])
+    parts.append(_table(["candidate", "request", "processes", "requests timed", "failed", "p50 ms", "p90 ms",
+                         "p99 ms", "max ms", "mean ms"], rows, "llrrrrrrrr"))
+    if w.get("missing"):
+        parts.append("Not measured (binary not built): " + ", ".join(f"`{n}`" for n in w["missing"]) + ".")
+    failures = [f"`{n}`: {s['failures'][0]}" for n, s in c.items() if s.get("failures")]
+    if failures:
+        parts.append("Failures: " + "; ".join(failures))
+    return "\n\n".join(parts)
+
+
+def _settings(table: Optional[dict]) -> str:
+    if not table:
+        return "not in Cargo.toml"
+    items = []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            continue  # per-package overrides
+        items.append(f"{key}={value!r}".replace("'", '"') if isinstance(value, str) else f"{key}={str(value).lower()}")
+    return "`" + ", ".join(items) + "`" if items else "(defaults)"
+
+
+def _profiles_section(r: dict) -> str:
+    pr = r["profiles"]
+    profiles = pr["profiles"]
+    base = profiles.get("release", {})
+    goal = pr.get("goal_bytes", SIZE_GOAL_BYTES)
+
+    def rel(value: Optional[float], ref: Optional[float]) -> str:
+        q = _div(value, ref)
+        return "" if _nan(q) else f" ({_ratio(q)})"
+
+    rows = []
+    for name in pr["names"]:
+        e = profiles[name]
+        row = [f"`{name}`", _settings(e.get("settings"))]
+        for fn in OURS:
+            arm = e["arm64"].get(fn)
+            ref = base.get("arm64", {}).get(fn)
+            row.append(_mib2(arm["bytes"]) + rel(arm["bytes"], ref and ref["bytes"]) if arm else "n/a")
+        top = e.get("arm64_max_bytes")
+        row.append(f"{_mib2(top)} ({'met' if top <= goal else 'not met'})" if top else "n/a")
+        for kind, key in (("cold", "median_ms"), ("warm", "p50_ms")):
+            for fn in OURS:
+                x = e.get(kind, {}).get(fn)
+                ref = base.get(kind, {}).get(fn)
+                row.append(_ms2(x[key]) + rel(x[key], ref and ref[key]) if x else "n/a")
+        rows.append(row)
+    parts = [
+        "## 4b. Release profiles: size and speed",
+        f"Each Cargo profile of `BENCH_PROFILES` ({', '.join(f'`{p}`' for p in pr['names'])}), its settings as "
+        "written in the root `Cargo.toml`. Size: the arm64 bootstrap of `cargo lambda build --profile <P> --arm64` "
+        f"(`target/lambda-profiles/<P>/<bin>/bootstrap`), goal at most {_mib2(goal)} ({goal:,} bytes) each. Speed: "
+        "the x86_64 binaries of `cargo build --profile <P>` (`target/<P>/`, `target/release/` for `release`): cold "
+        f"path median over {pr['cold_runs']} runs per function, all profiles and functions interleaved in shuffled "
+        f"rounds; warm p50 over one process serving {pr['requests']} requests (after its cold one). In parentheses: "
+        "÷ the `release` profile's figure.",
+        _table(["profile", "settings", "arm64 command-handler", "arm64 query-handler", "arm64 data-sync",
+                f"arm64 max (≤ {_mib2(goal)})", "cold ms command-handler", "cold ms query-handler", "cold ms data-sync",
+                "warm p50 ms command-handler", "warm p50 ms query-handler", "warm p50 ms data-sync"], rows,
+               "llrrrrrrrrrr"),
+    ]
+    notes = []
+    for name in pr["names"]:
+        e = profiles[name]
+        if not e["arm64"] and not e.get("measured"):
+            notes.append(f"`{name}`: skipped, no binaries built ({len(e['missing'])} missing, e.g. `{e['missing'][0]}`)")
+        elif e["missing"]:
+            what = "sizes only, speed not measured" if not e.get("measured") else "measured, some sizes missing"
+            notes.append(f"`{name}`: {what} (missing: {', '.join(f'`{m}`' for m in e['missing'])})")
+        failed = sum(x.get("failed", 0) for kind in ("cold", "warm") for x in e.get(kind, {}).values())
+        if failed:
+            notes.append(f"`{name}`: {failed} failed runs or requests (not timed)")
+    if notes:
+        parts.append("; ".join(notes) + ".")
     return "\n\n".join(parts)
 
 
@@ -266,15 +534,23 @@ def _size_section(r: dict) -> str:
     parts = ["## 4. Size and memory"]
     s = r.get("sizes")
     if s:
+        goal = s.get("goal_bytes", SIZE_GOAL_BYTES)
         rows = []
-        for name in ("command-handler", "query-handler", "data-sync", "bench-floor"):
+        for name in OURS + ("floor-create", "floor-get", "floor-batch", "bench-floor"):
             arm = s["arm64"].get(name)
             x86 = s["x86_64"].get(name)
+            if name not in OURS and not arm and not x86:
+                continue  # a floor this run did not build
+            if name in OURS:
+                verdict = ("met" if arm["bytes"] <= goal else "not met") if arm else "n/a"
+            else:
+                verdict = "(reference)"
             rows.append([
                 f"`{name}`",
-                _mib(arm["bytes"]) if arm else "n/a",
+                _mib2(arm["bytes"]) if arm else "n/a",
                 _mib(arm["zip_bytes"]) if arm else "n/a",
                 _mib(x86["bytes"]) if x86 else "n/a",
+                verdict,
             ])
         n = s["node"]
         rows.append([
@@ -282,6 +558,7 @@ def _size_section(r: dict) -> str:
             f"{_mib(n['bytes'])} in {n['files']:,} files ({n['packages']} packages; the package alone {_mib(n['core_bytes'])})",
             _mib(n["zip_bytes"]),
             "(same)",
+            "",
         ])
         built = {v.get("built") for v in s["arm64"].values()}
         parts.append(
@@ -289,9 +566,10 @@ def _size_section(r: dict) -> str:
             "(zig as the linker; the same command `sam build` runs for the template), built by the bench command "
             f"(files dated {', '.join(sorted(b for b in built if b))}). *zip* = deflate level 6 of what would be "
             "uploaded. The Node row is the installed `node_modules` of the bench (without the Node runtime, which "
-            "Lambda provides)."
+            f"Lambda provides). Goal: each of our arm64 bootstraps at most {_mib2(goal)} ({goal:,} bytes)."
         )
-        parts.append(_table(["function", "arm64 bootstrap", "zip", "x86_64 release"], rows, "lrrr"))
+        parts.append(_table(["function", "arm64 bootstrap", "zip", "x86_64 release", f"≤ {_mib2(goal)}"], rows,
+                            "lrrrl"))
     m = r.get("memory")
     if m:
         rows = []
@@ -339,6 +617,146 @@ def _report_section(r: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------ findings ---
+
+
+def _cold_findings(r: dict) -> list[str]:
+    """The issue's cold, init and warm goals, one line each, with their verdicts; then Node."""
+    out = []
+    cold = r.get("cold")
+    pairs = (cold or {}).get("pairs") or []
+    if not cold:
+        out.append(f"- **Goal: cold path ≤ {RATIO_GOAL}x the hand-written floor**: not measured in this run (no cold phase).")
+    elif not pairs:
+        out.append(f"- **Goal: cold path ≤ {RATIO_GOAL}x the hand-written floor**: not measured in this run (no floor "
+                   "binaries `floor-create`, `floor-get`, `floor-batch`).")
+    else:
+        c = cold["candidates"]
+        words = []
+        for p in pairs:
+            text = (f"`{p['ours']}` {_ms(c[p['ours']]['median_ms'])} ms ÷ `{p['floor']}` "
+                    f"{_ms(c[p['floor']]['median_ms'])} ms = {_ratio(p['ratio'])} (95 % CI {_ci(p)}): "
+                    f"**{_goal(p['ratio'])}**, CI upper bound ≤ {RATIO_GOAL}: {_upper(p)}")
+            if _goal(p["ratio"]) == "not met":
+                text += (f"; our median minus the floor's: init {p['init_diff_ms']:+.2f} ms, first invocation "
+                         f"{p['invoke_diff_ms']:+.2f} ms")
+            words.append(text)
+        runs = min(c[n]["n"] for p in pairs for n in (p["ours"], p["floor"]))
+        out.append(f"- **Goal: cold path ≤ {RATIO_GOAL}x the hand-written floor** (ratio of medians, at least {runs} "
+                   "runs each, interleaved): " + "; ".join(words) + ".")
+    if cold:
+        c = cold["candidates"]
+        ours = {n: c[n]["median_ms"] for n in OURS if n in c}
+        node = c.get("node-mbc", {}).get("median_ms")
+        echo = c.get("bench-floor", {}).get("median_ms")
+        if ours and not _nan(node):
+            lo, hi = min(ours.values()), max(ours.values())
+            text = (f"- **Cold path against Node and the echo**: our three functions answer their first request "
+                    f"{_ms(lo)}{NBSP_DASH}{_ms(hi)} ms after process start (medians), the Node handler built on "
+                    f"`@mbc-cqrs-serverless/core` {_ms(node)} ms: {_ratio(lo / node)}{NBSP_DASH}{_ratio(hi / node)} of "
+                    "its time")
+            if not _nan(echo):
+                text += (f"; {_ratio(lo / echo)}{NBSP_DASH}{_ratio(hi / echo)}x the Rust echo's {_ms(echo)} ms "
+                         "(which makes no DynamoDB call)")
+            out.append(text + ".")
+        if "node-floor" in c and "node-mbc" in c:
+            nf, nm = c["node-floor"], c["node-mbc"]
+            out.append(
+                f"- **Node's cold path is the package**: a Node echo with the same runtime loop answers in "
+                f"{_ms(nf['median_ms'])} ms; loading `@mbc-cqrs-serverless/core` (its index loads NestJS, "
+                "class-validator, the swagger decorators and six AWS SDK v3 clients), building its services and making "
+                f"the first call adds {_ms(nm['median_ms'] - nf['median_ms'])} ms, of which "
+                f"{_ms(nm['init_median_ms'] - nf['init_median_ms'])} ms before the first `next`. This is a lower bound for "
+                "a real mbc-cqrs-serverless function, which also bootstraps a NestJS application before its first "
+                "answer; we did not build one. In AWS both sides would also pay a TLS handshake with DynamoDB on the "
+                "first call (DynamoDB Local here is plain HTTP)."
+            )
+        breakdown = cold.get("init_breakdown") or {}
+        logged = [n for n in OURS if breakdown.get(n, {}).get("n")]
+        if logged:
+            words = []
+            for n in logged:
+                b = breakdown[n]
+                top = sorted(b["phases"].items(), key=lambda kv: -kv[1]["median_us"])[:2]
+                words.append(f"`{n}` init {_ms2(b['init_median_ms'])} ms, of which logged "
+                             f"{b['logged_median_us'] / 1000:.2f} ms (largest: "
+                             + ", ".join(f"`{k}` {v['median_us'] / 1000:.2f} ms" for k, v in top)
+                             + f"), outside the logged phases {_ms2(b['outside_ms'])} ms")
+            missing = [n for n in OURS if n in c and n not in logged]
+            tail = f"; not logged by {', '.join(f'`{n}`' for n in missing)}" if missing else ""
+            text = (f"- **Goal: init broken down**: given for {len(logged)} of {len(OURS)} functions (section 2b, "
+                    "medians): " + "; ".join(words) + tail + ".")
+            roots, ch = c.get("command-handler-system-roots"), c.get("command-handler")
+            if roots and ch:
+                text += (f" Loading the system's TLS roots instead of the compiled-in ones (`CQRS_TLS_ROOTS=system`) "
+                         f"changes command-handler's init by {roots['init_median_ms'] - ch['init_median_ms']:+.2f} ms.")
+            out.append(text)
+        else:
+            out.append("- **Goal: init broken down**: not given by this run: no function logged its `cold start init` "
+                       "line.")
+    else:
+        out.append("- **Goal: init broken down**: not measured in this run (no cold phase).")
+    w = r.get("warm")
+    wp = (w or {}).get("pairs") or []
+    title = f"- **Goal: warm p50 and p99 ≤ {RATIO_GOAL}x the floor**"
+    if not w:
+        out.append(f"{title}: not measured in this run (no warm phase).")
+    elif not wp:
+        out.append(f"{title}: not measured in this run (no floor binaries).")
+    else:
+        words = []
+        for p in wp:
+            met = p["p50"]["ratio"] <= RATIO_GOAL and p["p99"]["ratio"] <= RATIO_GOAL
+            words.append(f"`{p['ours']}` p50 {_ratio(p['p50']['ratio'])} (95 % CI {_ci(p['p50'])}), p99 "
+                         f"{_ratio(p['p99']['ratio'])}: **{'met' if met else 'not met'}**")
+        failed = sum(s["failed"] for s in w["candidates"].values())
+        tail = f" {failed} requests failed (section 2c)." if failed else ""
+        n = min(w["candidates"][x]["n"] for p in wp for x in (p["ours"], p["floor"]))
+        processes = f"{w['rounds']} process{'es' if w['rounds'] != 1 else ''}"
+        out.append(f"{title} (at least {n} timed requests each, {processes} of {w['requests']}): "
+                   + "; ".join(words) + "." + tail)
+    return out
+
+
+def _size_findings(r: dict) -> list[str]:
+    out = []
+    s = r.get("sizes")
+    title = "- **Goal: release arm64 bootstraps ≤ 8 MiB each**"
+    if s and any(n in s["arm64"] for n in OURS):
+        goal = s.get("goal_bytes", SIZE_GOAL_BYTES)
+        words = [f"`{n}` {_mib2(s['arm64'][n]['bytes'])} ({'met' if s['arm64'][n]['bytes'] <= goal else 'not met'})"
+                 for n in OURS if n in s["arm64"]]
+        met = all(s["arm64"][n]["bytes"] <= goal for n in OURS if n in s["arm64"])
+        floors = [f"`{n}` {_mib2(s['arm64'][n]['bytes'])}" for n in ("floor-create", "floor-get", "floor-batch")
+                  if n in s["arm64"]]
+        text = f"{title}: **{'met' if met else 'not met'}**: " + ", ".join(words)
+        if floors:
+            text += "; the floors: " + ", ".join(floors)
+        text += (f". The Node package's installed dependencies weigh {_mib(s['node']['bytes'])} "
+                 f"({_mib(s['node']['zip_bytes'])} zipped).")
+        out.append(text)
+    else:
+        out.append(f"{title}: not measured in this run (no arm64 bootstraps).")
+    pr = r.get("profiles")
+    if pr:
+        base = pr["profiles"].get("release", {})
+        words = []
+        for name in pr["names"]:
+            e = pr["profiles"][name]
+            if not e["arm64"] and not e.get("measured"):
+                words.append(f"`{name}` not built")
+                continue
+            text = f"`{name}` max {_mib2(e.get('arm64_max_bytes'))}" if e["arm64"] else f"`{name}` size n/a"
+            if name != "release" and e.get("measured") and base.get("measured"):
+                cold = [_div(e["cold"][fn]["median_ms"], base["cold"][fn]["median_ms"]) for fn in OURS]
+                warm = [_div(e["warm"][fn]["p50_ms"], base["warm"][fn]["p50_ms"]) for fn in OURS]
+                text += (f", cold {_ratio(min(cold))}{NBSP_DASH}{_ratio(max(cold))} and warm p50 "
+                         f"{_ratio(min(warm))}{NBSP_DASH}{_ratio(max(warm))} of `release`'s")
+            elif e.get("measured") and name == "release":
+                text += " (the reference)"
+            words.append(text)
+        out.append("- **Profiles** (section 4b, arm64 size; speed relative to `release` per function): "
+                   + "; ".join(words) + ".")
+    return out
 
 
 def _findings(r: dict) -> str:
@@ -392,60 +810,7 @@ def _findings(r: dict) -> str:
             "scan with that did not move these rows much, so what is left is the number of passes over each key, "
             "not the decoding. One fused pass per key is the next thing to try."
         )
-    if "cold" in r:
-        c = r["cold"]["candidates"]
-        floor, node, node_floor = c["bench-floor"]["median_ms"], c["node-mbc"]["median_ms"], c["node-floor"]["median_ms"]
-        names = ("command-handler", "query-handler", "data-sync")
-        ours = {n: c[n]["median_ms"] for n in names}
-        lo, hi = min(ours.values()), max(ours.values())
-        init_over = [c[n]["init_median_ms"] - c["bench-floor"]["init_median_ms"] for n in names]
-        first = [c[n]["invoke_median_ms"] for n in names]
-        warm = [c[n]["warm_median_ms"] for n in names]
-        first_over = [f - w for f, w in zip(first, warm)]
-        rng = lambda xs: f"{_ms(min(xs))}{NBSP_DASH}{_ms(max(xs))}"  # noqa: E731
-        out.append(
-            f"- **Cold path, against Node**: our three functions answer their first request {_ms(lo)}{NBSP_DASH}{_ms(hi)} ms "
-            f"after process start (medians), the Node handler built on `@mbc-cqrs-serverless/core` {_ms(node)} ms: "
-            f"{_ratio(lo / node)}{NBSP_DASH}{_ratio(hi / node)} of its time ({_times(hi / node)} to {_times(lo / node)} faster)."
-        )
-        text = (
-            f"- **Cold path, against the floor** (slower than we expected): {_ratio(lo / floor)}{NBSP_DASH}{_ratio(hi / floor)}x "
-            f"the floor's {_ms(floor)} ms. The ratio looks poor; the milliseconds are few. Where they go: init (spawn to the first `next`) is {rng(init_over)} ms longer "
-            "than the floor's: the logging set-up, the configuration, `aws_config::load_from_env()` (region and "
-            "credential provider chains, the HTTP client with rustls and its crypto provider) and the DynamoDB client. "
-            f"The first invocation takes {rng(first)} ms, but the same invocation on the warm process takes {rng(warm)} ms, "
-            f"so only {rng(first_over)} ms of it is first-call set-up (connection, lazily resolved credentials and "
-            "endpoint); the rest is the DynamoDB call itself, i.e. DynamoDB Local's own latency on this loaded machine, "
-            "which the floor does not make."
-        )
-        if "command-handler-1root" in c:
-            diag = c["command-handler-1root"]
-            delta = c["command-handler"]["init_median_ms"] - diag["init_median_ms"]
-            ch = c["command-handler"]
-            apart = diag["init_p75_ms"] < ch["init_p25_ms"] or ch["init_p75_ms"] < diag["init_p25_ms"]
-            certs = "loading the system's TLS root certificates (rustls-native-certs reads the bundle and every file of `/etc/ssl/certs`)"
-            if apart and delta > 0:
-                verdict = f"and the interquartile ranges do not overlap: {certs} is a real part of init"
-            elif apart:
-                verdict = "the diagnostic is slower, which we cannot explain"
-            else:
-                verdict = f"but the interquartile ranges overlap: within this run's noise, {certs} is not shown to matter"
-            text += (
-                f" A diagnostic run with the TLS roots cut to one certificate changes command-handler's init by "
-                f"{-delta:+.1f} ms (median {_ms(ch['init_median_ms'])} ms, IQR {_ms(ch['init_p25_ms'])}{NBSP_DASH}{_ms(ch['init_p75_ms'])}, "
-                f"to {_ms(diag['init_median_ms'])} ms, IQR {_ms(diag['init_p25_ms'])}{NBSP_DASH}{_ms(diag['init_p75_ms'])}), {verdict}."
-            )
-        out.append(text)
-        node_pkg = node - node_floor
-        out.append(
-            f"- **Node's cold path is the package, not Node**: a Node echo with the same runtime loop answers in "
-            f"{_ms(node_floor)} ms; loading `@mbc-cqrs-serverless/core` (its index loads NestJS, class-validator, "
-            f"the swagger decorators and six AWS SDK v3 clients), building its services and making the first call adds "
-            f"{_ms(node_pkg)} ms, of which {_ms(c['node-mbc']['init_median_ms'] - c['node-floor']['init_median_ms'])} ms "
-            "before the first `next`. This is a lower bound for a real mbc-cqrs-serverless function, which also "
-            "bootstraps a NestJS application before its first answer; we did not build one. In AWS both sides would also "
-            "pay a TLS handshake with DynamoDB on the first call (DynamoDB Local here is plain HTTP)."
-        )
+    out += _cold_findings(r)
     if "projection" in r:
         p = r["projection"]["sizes"]
         med = {int(s): statistics.median(x["ratio_conc"] for x in runs) for s, runs in p.items() if runs}
@@ -493,19 +858,7 @@ def _findings(r: dict) -> str:
             "the bottleneck of every figure here, so the absolute rates say little about DynamoDB itself."
             + binary
         )
-    if "sizes" in r and r["sizes"]["arm64"]:
-        s = r["sizes"]
-        fn = [s["arm64"][n]["bytes"] for n in ("command-handler", "query-handler", "data-sync") if n in s["arm64"]]
-        fl = s["arm64"].get("bench-floor", {}).get("bytes")
-        out.append(
-            f"- **Size**: the arm64 bootstraps are {_mib(min(fn))}{NBSP_DASH}{_mib(max(fn))} (zip "
-            f"{_mib(min(s['arm64'][n]['zip_bytes'] for n in ('command-handler', 'query-handler', 'data-sync')))}"
-            f"{NBSP_DASH}{_mib(max(s['arm64'][n]['zip_bytes'] for n in ('command-handler', 'query-handler', 'data-sync')))}), "
-            + (f"against {_mib(fl)} for the floor: " if fl else "")
-            + "almost all of it is the AWS SDK (aws-sdk-dynamodb with every operation's (de)serialisers, aws-config "
-            "with its credential providers, the STS/SSO clients they bring and the TLS stack), not our code. The Node "
-            f"package's installed dependencies weigh {_mib(s['node']['bytes'])} ({_mib(s['node']['zip_bytes'])} zipped)."
-        )
+    out += _size_findings(r)
     if "memory" in r:
         m = r["memory"]["sizes"]
         small, big = m.get(100) or m.get("100"), m.get(1000) or m.get("1000")
@@ -583,12 +936,17 @@ def render(r: dict) -> str:
         sections.append(_keys_section(r))
     if "cold" in r:
         sections.append(_cold_section(r))
+        sections.append(_init_section(r))
+    if "warm" in r:
+        sections.append(_warm_section(r))
     if "projection" in r:
         sections.append(_projection_section(r))
     if "sequences" in r:
         sections.append(_sequences_section(r))
     if "sizes" in r or "memory" in r:
         sections.append(_size_section(r))
+    if "profiles" in r:
+        sections.append(_profiles_section(r))
     if "report" in r:
         sections.append(_report_section(r))
     write_cost = Path(__file__).with_name("write-cost.md")  # kept by hand: WCU per command
@@ -602,9 +960,10 @@ def render(r: dict) -> str:
         "Needs the Rust toolchain, Python 3 and root or sudo for `apt-get` (Node.js/npm and Java 17 when missing). The "
         "command installs the pinned npm packages (`bench/node/package.json`) into `.local/bench-node`, DynamoDB Local "
         "into `.local/` (`scripts/dynamodb-local.sh`), cargo-lambda and zig into `.venv` (`scripts/tools.sh`); builds the "
-        "release binaries (x86_64 for the runs, arm64 for the sizes); starts a private DynamoDB Local on 127.0.0.1; "
-        "runs `bench/run.py`; rewrites this file. Knobs: `BENCH_COLD_RUNS`, `BENCH_MEMORY_RUNS`, "
-        "`BENCH_PROJECTION_REPEATS`, `BENCH_ONLY=keys,cold,...` (a partial run writes `.local/bench/BENCHMARKS.partial.md`). "
+        "release binaries (x86_64 for the runs, arm64 for the sizes; the same for every profile of `BENCH_PROFILES`); starts a private DynamoDB Local on 127.0.0.1; "
+        "runs `bench/run.py`; rewrites this file. Knobs: `BENCH_COLD_RUNS`, `BENCH_WARM_ROUNDS`, `BENCH_PROFILES`, "
+        "`BENCH_PROFILE_COLD_RUNS`, `BENCH_MEMORY_RUNS`, `BENCH_PROJECTION_REPEATS`, `BENCH_ONLY=keys,cold,...` (a "
+        "partial run writes `.local/bench/BENCHMARKS.partial.md`); the full list is in `bench/run.py`'s docstring. "
         "Nothing reaches AWS: every endpoint is 127.0.0.1 and the credentials are dummies."
     )
     return "\n\n".join(s for s in sections if s) + "\n"

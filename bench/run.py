@@ -7,29 +7,56 @@
 1. ``keys``: the key operations in Rust (criterion, ``tools/bench-floor/benches/keys_vs_node.rs``)
    and in Node (``bench/node/keys.js``, the helpers of ``@mbc-cqrs-serverless/core``) on the same
    generated inputs; ns/op and the ratio.
-2. ``cold``: process start to first answered invocation, for the three release binaries, the floor
-   (``bench-floor``), a Node echo and the Node framework handler (``bench/node/handler.js``), each
-   under the Runtime API stand-in (``bench/runtime_api.py``), interleaved in shuffled rounds.
-3. ``memory``: release data-sync on 100- and 1 000-record stream batches through the stand-in
+2. ``cold``: process start to first answered invocation, under the Runtime API stand-in
+   (``bench/runtime_api.py``), all candidates interleaved in shuffled rounds (``BENCH_COLD_RUNS``, 100)
+   after two uncounted warm-up rounds: our three release binaries, each beside its hand-written floor
+   (``floor-create``, ``floor-get``, ``floor-batch``: the same event, the same DynamoDB calls, the same
+   response check), ``command-handler-system-roots`` (command-handler with ``CQRS_TLS_ROOTS=system``:
+   the system's TLS roots instead of the compiled-in ones), the echo ``bench-floor``, a Node echo and
+   the Node framework handler (``bench/node/handler.js``). Per pair: the ratio of medians ours/floor
+   with a percentile bootstrap 95 % interval (2000 resamples, seeded). When every round would take
+   the phase past ``BENCH_COLD_BUDGET_S`` (360 s, estimated from the warm-up round), the two Node
+   candidates run every 2nd (up to 4th) round only. The same runs give the init breakdown: our
+   functions log once at start ``cold start init`` with ``*_us`` fields (text or JSON), parsed per
+   run and reported as medians beside the measured init.
+3. ``warm``: each pair and the echo (and the Node handler unless ``BENCH_WARM_NODE=0``): one process
+   serves ``BENCH_WARM_REQUESTS`` (200) + 1 events in sequence, the first dropped; per-request latency
+   p50 and p99, ratios ours/floor (bootstrap 95 % interval); ``BENCH_WARM_ROUNDS`` (3) rounds in
+   shuffled order, a new process each, samples pooled. Every response is checked.
+4. ``memory``: release data-sync on 100- and 1 000-record stream batches through the stand-in
    against fresh tables: peak RSS and the invocation's wall time; then Lambda's largest batch,
    10 000 records of about 500 bytes (inside the 6 MB invocation payload).
-4. ``projection``: ``cargo bench -p data-sync --bench projection`` at 100 and 1 000 records of
+5. ``projection``: ``cargo bench -p data-sync --bench projection`` at 100 and 1 000 records of
    4 versions per item, and 1 000 records of one version per item (projection rate beside raw
    PutItem rates of the same server, same run), repeated; then ``cargo bench -p cqrs-cli --bench
    rebuild`` (``cqrs rebuild`` items/s beside raw PutItem), repeated.
-5. ``sequences``: ``cargo bench -p command-handler --bench sequences``: draws of one sequence through the
+6. ``patterns``: ``cargo bench -p query-handler --bench patterns``: a 10-shard fan-out beside one
+   partition.
+7. ``sequences``: ``cargo bench -p command-handler --bench sequences``: draws of one sequence through the
    command handler beside raw ``UpdateItem`` s of one counter, 16 in flight, same server, same run.
-6. ``sizes``: arm64 bootstraps (``target/lambda/*/bootstrap``, cargo lambda), x86_64 release
-   binaries, and the Node package with its dependencies.
-6. ``report``: ``cargo bench -p cqrs-cli --bench report`` (``tools/cli/benches/report.rs``):
+8. ``sizes``: arm64 bootstraps (``target/lambda/*/bootstrap``, cargo lambda) of our functions, the
+   floors and the echo, against the 8 MiB goal; x86_64 release binaries; the Node package with its
+   dependencies.
+9. ``profiles``: for each Cargo profile of ``BENCH_PROFILES`` (``release,release-s,release-z``; its
+   settings read from the root Cargo.toml): arm64 bootstrap sizes
+   (``target/lambda-profiles/<P>/<bin>/bootstrap``), and the speed of the x86_64 binaries
+   (``target/<P>/<bin>``, ``target/release`` for ``release``): cold path over
+   ``BENCH_PROFILE_COLD_RUNS`` (40) runs interleaved across profiles, warm p50 over one process x
+   ``BENCH_WARM_REQUESTS`` requests. A profile whose binaries are missing is skipped (reported).
+10. ``report``: ``cargo bench -p cqrs-cli --bench report`` (``tools/cli/benches/report.rs``):
    ``cqrs report`` over ``BENCH_REPORT_ITEMS`` (100 000) items in DynamoDB Local against a raw
    parallel scan of the same table with the same segments, items/s, interleaved rounds
    (``BENCH_REPORT_REPEATS``, 3). ``BENCH_REPORT_PROFILE=dev`` builds it unoptimised (a quick check).
 
-Knobs (environment): ``BENCH_COLD_RUNS`` (default 40), ``BENCH_MEMORY_RUNS`` (5),
-``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_BIG_BATCH_RUNS`` (2), ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_ONLY`` (comma-separated
-phases; a partial run writes ``.local/bench/BENCHMARKS.partial.md`` instead of BENCHMARKS.md),
-``BENCH_OUTPUT`` (the report's path), ``BENCH_COMMAND`` (the command named in the report).
+Knobs (environment): ``BENCH_COLD_RUNS`` (default 100), ``BENCH_COLD_BUDGET_S`` (360),
+``BENCH_COLD_NODE_EVERY`` (Node every k-th cold round; unset: chosen from the budget),
+``BENCH_WARM_ROUNDS`` (3), ``BENCH_WARM_REQUESTS`` (200), ``BENCH_WARM_NODE`` (1),
+``BENCH_PROFILES`` (``release,release-s,release-z``), ``BENCH_PROFILE_COLD_RUNS`` (40),
+``BENCH_MEMORY_RUNS`` (5), ``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_BIG_BATCH_RUNS`` (2),
+``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_PATTERN_ITEMS`` (2000),
+``BENCH_ONLY`` (comma-separated phases; a partial run writes ``.local/bench/BENCHMARKS.partial.md``
+instead of BENCHMARKS.md), ``BENCH_OUTPUT`` (the report's path), ``BENCH_COMMAND`` (the command
+named in the report). A missing binary of a floor or candidate is skipped with a warning, not fatal.
 Raw results go to ``.local/bench/results.json``. Everything talks to 127.0.0.1 only.
 """
 
@@ -335,15 +362,6 @@ def stream_event(records: list[tuple[str, int]], pk: str = "PRODUCT#tenant001") 
     return {"Records": out}
 
 
-def first_root_certificate() -> Optional[str]:
-    """The first certificate of the system's bundle (Debian/Ubuntu path), for the TLS diagnostic."""
-    bundle = Path("/etc/ssl/certs/ca-certificates.crt")
-    if not bundle.exists():
-        return None
-    m = re.search(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n", bundle.read_text(), re.S)
-    return m.group(0) if m else None
-
-
 def lambda_env(name: str, api: RuntimeApi, tables: dict[str, str]) -> dict[str, str]:
     home = WORK / "home"
     home.mkdir(parents=True, exist_ok=True)
@@ -397,6 +415,8 @@ def invoke_once(api: RuntimeApi, argv: list[str], env: dict, events: list[dict],
         "warm_ms": (responded[1] - served[1]) / 1e6 if answered > 1 else None,
         "hwm_kb": run.hwm_kb,
         "responses": run.responses,
+        "served_ns": served,
+        "responded_ns": responded,
     }
 
 
@@ -422,156 +442,525 @@ def check_echo(body: bytes) -> Optional[str]:
     return None if body.startswith(b"{") else f"unexpected echo {body[:100]!r}"
 
 
-def phase_cold(results: dict, target: Path, api: RuntimeApi) -> None:
-    runs = env_int("BENCH_COLD_RUNS", 40)
-    tables = create_tables(target, "bench-cold")
-    release = target / "release"
-    seed_sk = ulid()
+# ---------------------------------------------------------------------------------- statistics ---
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def median_or_nan(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def bootstrap_ratio(ours: list[float], floor: list[float], stat: Callable[[list[float]], float] = statistics.median,
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 17, level: float = 0.95) -> dict:
+    """``stat(ours) / stat(floor)`` and its percentile bootstrap interval: each resample draws every
+    candidate's samples again with replacement (independently: the runs of two candidates are not
+    paired), seeded, standard library only."""
+    out = {"ratio": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "resamples": 0,
+           "level": level, "n_ours": len(ours), "n_floor": len(floor)}
+    if not ours or not floor:
+        return out
+    base = stat(floor)
+    out["ratio"] = stat(ours) / base if base else float("nan")
+    if len(ours) < 2 or len(floor) < 2:
+        return out
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        b = stat(rng.choices(floor, k=len(floor)))
+        ratios.append(stat(rng.choices(ours, k=len(ours))) / b if b else float("inf"))
+    tail = (1 - level) / 2
+    out.update({"ci_low": quantile(ratios, tail), "ci_high": quantile(ratios, 1 - tail), "resamples": resamples})
+    return out
+
+
+def p99(values: list[float]) -> float:
+    return quantile(values, 0.99)
+
+
+# ------------------------------------------------------------------------------ the candidates ---
+
+ECHO = "bench-floor"
+# Each of our functions and its hand-written floor: the same event, the same DynamoDB calls, the same check.
+PAIRS = [("command-handler", "floor-create"), ("query-handler", "floor-get"), ("data-sync", "floor-batch")]
+FLOORS = [floor for _, floor in PAIRS]
+NODE = ["node-floor", "node-mbc"]
+# The command handler with the system's TLS root bundle (`CQRS_TLS_ROOTS=system`, as the SDK loaded them
+# before the roots were compiled in): what the compiled-in roots avoid.
+SYSTEM_ROOTS = "command-handler-system-roots"
+
+
+def rust_candidates(bin_dir: Path, seed_sk: str, names: Optional[list[str]] = None) -> dict:
+    """Our functions, their floors and the echo, from ``bin_dir``: argv, event maker and response check.
+    Every create carries a new sort key (a ULID), every batch a new record; the get reads ``seed_sk``."""
+    create = lambda: create_event(ulid())  # noqa: E731
+    get = lambda: get_event(seed_sk)  # noqa: E731
+    batch = lambda: stream_event([(ulid(), 1)])  # noqa: E731
+    specs = {
+        ECHO: ("echo (Rust: lambda_runtime, nothing else)", ECHO, create, check_echo, {}),
+        "command-handler": ("POST /commands create (a new item, no idempotency key)", "command-handler", create,
+                            check_status(202), {}),
+        "floor-create": ("hand-written floor of the create: the same event, the same DynamoDB calls", "floor-create",
+                         create, check_status(202), {}),
+        SYSTEM_ROOTS: ("the create, TLS roots loaded from the system (`CQRS_TLS_ROOTS=system`)", "command-handler",
+                       create, check_status(202), {"CQRS_TLS_ROOTS": "system"}),
+        "query-handler": ("GET /items/{pk}/{sk} (the item exists)", "query-handler", get, check_status(200), {}),
+        "floor-get": ("hand-written floor of the get: the same event, the same DynamoDB calls", "floor-get", get,
+                      check_status(200), {}),
+        "data-sync": ("stream batch of 1 INSERT (a new item)", "data-sync", batch, check_no_failures, {}),
+        "floor-batch": ("hand-written floor of the batch: the same event, the same DynamoDB calls", "floor-batch",
+                        batch, check_no_failures, {}),
+    }
+    out = {}
+    for name in names or list(specs):
+        label, binary, event, check, env = specs[name]
+        out[name] = {"label": label, "argv": [str(bin_dir / binary)], "binary": bin_dir / binary,
+                     "event": event, "check": check, "env": env}
+    return out
+
+
+def node_candidates() -> dict:
     node = shutil.which("node") or "node"
-    # Diagnostic: how much of our init is loading the system's TLS root certificates.
-    empty_dir = WORK / "certs-empty"
-    empty_dir.mkdir(parents=True, exist_ok=True)
-    one_root = WORK / "one-root.pem"
-    root = first_root_certificate()
-    if root:
-        one_root.write_text(root)
-    candidates = {
-        "bench-floor": {
-            "label": "echo (Rust floor: lambda_runtime, nothing else)",
-            "argv": [str(release / "bench-floor")],
-            "event": lambda: create_event(ulid()),
-            "check": check_echo,
-        },
-        "command-handler": {
-            "label": "POST /commands create: 1 conditional PutItem",
-            "argv": [str(release / "command-handler")],
-            "event": lambda: create_event(ulid()),
-            "check": check_status(202),
-        },
-        "command-handler-1root": {
-            "label": "the same, diagnostic: TLS roots cut to one certificate (`SSL_CERT_FILE`, empty `SSL_CERT_DIR`)",
-            "argv": [str(release / "command-handler")],
-            "env": {"SSL_CERT_FILE": str(one_root), "SSL_CERT_DIR": str(empty_dir)},
-            "event": lambda: create_event(ulid()),
-            "check": check_status(202),
-        },
-        "query-handler": {
-            "label": "GET /items/{pk}/{sk}: 1 GetItem (item found)",
-            "argv": [str(release / "query-handler")],
-            "event": lambda: get_event(seed_sk),
-            "check": check_status(200),
-        },
-        "data-sync": {
-            "label": "stream batch of 1 INSERT: 2 conditional PutItems",
-            "argv": [str(release / "data-sync")],
-            "event": lambda: stream_event([(ulid(), 1)]),
-            "check": check_no_failures,
-        },
+    return {
         "node-floor": {
-            "label": "echo (Node floor: runtime loop, nothing loaded)",
+            "label": "echo (Node: the runtime loop, nothing loaded)",
             "argv": [node, str(NODE_DIR / "runtime.js"), str(NODE_DIR / "echo.js")],
+            "binary": NODE_DIR / "echo.js",
             "event": lambda: create_event(ulid()),
-            "check": check_echo,
+            "check": check_echo, "env": {},
         },
         "node-mbc": {
-            "label": "POST /commands create with the package: 1 conditional PutItem",
+            "label": "POST /commands create with @mbc-cqrs-serverless/core (1 conditional PutItem)",
             "argv": [node, str(NODE_DIR / "runtime.js"), str(NODE_DIR / "handler.js")],
+            "binary": NODE_DIR / "handler.js",
             "event": lambda: create_event(ulid()),
-            "check": check_status(202),
+            "check": check_status(202), "env": {},
         },
     }
-    if not root:
-        del candidates["command-handler-1root"]
-    logs = WORK / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    samples: dict[str, list[dict]] = {name: [] for name in candidates}
-    failures: dict[str, list[str]] = {name: [] for name in candidates}
-    results["cold"] = {"runs": runs, "load_before": loadavg()}
 
-    def once(name: str) -> dict:
-        c = candidates[name]
-        with open(logs / f"{name}.log", "ab") as log:
-            env = {**lambda_env(name, api, tables), **c.get("env", {})}
-            r = invoke_once(api, c["argv"], env, [c["event"](), c["event"]()], log, NODE_DIR)
-        if r["ok"]:
-            for response in r["responses"]:
-                problem = c["check"](response)
-                if problem:
-                    r["ok"], r["error"] = False, problem
-                    break
-        return r
 
-    # Warm-up round (not counted): page cache, DynamoDB Local's JIT, and the item query-handler reads.
-    say("cold: warm-up round")
-    with open(logs / "data-sync.log", "ab") as log:
-        seed = invoke_once(api, candidates["data-sync"]["argv"], lambda_env("data-sync", api, tables),
+def drop_missing(candidates: dict, phase: str) -> list[str]:
+    """Removes the candidates whose binary is not built; returns their names (reported)."""
+    missing = [name for name, c in candidates.items() if not Path(c["binary"]).exists()]
+    for name in missing:
+        say(f"{phase}: WARNING: {candidates[name]['binary']} is missing: {name} is not measured")
+        del candidates[name]
+    return missing
+
+
+def run_candidate(api: RuntimeApi, name: str, c: dict, tables: dict, events: list, logs: Path,
+                  timeout: float = 30, read_log: bool = True) -> dict:
+    """One process of candidate ``c`` serving ``events``; every response checked. With ``read_log``,
+    the process's own log lines (appended to ``logs/<name>.log``) come back as ``log``."""
+    log_path = logs / f"{name}.log"
+    start = log_path.stat().st_size if log_path.exists() else 0
+    wall = time.monotonic()
+    with open(log_path, "ab") as log:
+        env = {**lambda_env(name, api, tables), **c.get("env", {})}
+        r = invoke_once(api, c["argv"], env, events, log, NODE_DIR, timeout)
+    r["wall_s"] = time.monotonic() - wall
+    r["problems"] = [c["check"](body) for body in r["responses"]]
+    bad = [p for p in r["problems"] if p]
+    if r["ok"] and bad:
+        r["ok"], r["error"] = False, bad[0]
+    if read_log:
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            r["log"] = f.read().decode(errors="replace")
+    return r
+
+
+def seed_query_item(api: RuntimeApi, target: Path, tables: dict, logs: Path) -> str:
+    """Writes the item the gets read (through release data-sync); returns its sort key."""
+    seed_sk = ulid()
+    with open(logs / "data-sync-seed.log", "ab") as log:
+        seed = invoke_once(api, [str(target / "release" / "data-sync")], lambda_env("data-sync", api, tables),
                            [stream_event([(seed_sk, 1)])], log, NODE_DIR)
     if not seed["ok"] or check_no_failures(seed["responses"][0]):
         raise SystemExit(f"bench: seeding the query item failed: {seed['error'] or seed['responses']!r}")
-    for name in candidates:
-        r = once(name)
-        if not r["ok"]:
-            raise SystemExit(f"bench: {name} failed its warm-up invocation: {r['error']} (log: {logs / (name + '.log')})")
+    return seed_sk
+
+
+# ---------------------------------------------------------------------------- init log lines ---
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+INIT_LINE = "cold start init"
+# `logging_us=41` (tracing's text format) or `"logging_us":41` (JSON), the value possibly quoted.
+INIT_FIELD = re.compile(r'\b(\w+)_us"?\s*[=:]\s*"?(\d+)\b')
+MODEL_LINE = re.compile(r'micros[=":\s]+(\d+)')
+
+
+def parse_init_line(text: str) -> Optional[dict[str, int]]:
+    """The ``*_us`` fields of the first ``cold start init`` line of ``text`` (a process's log), in
+    microseconds, keyed without ``_us`` (``total`` included when logged); None without such a line."""
+    for line in ANSI.sub("", text).splitlines():
+        if INIT_LINE in line:
+            fields = {m.group(1): int(m.group(2)) for m in INIT_FIELD.finditer(line)}
+            if fields:
+                return fields
+    return None
+
+
+def parse_model_micros(text: str) -> Optional[int]:
+    """The older ``entity model loaded ... micros=N`` line, when a function still logs it."""
+    for line in ANSI.sub("", text).splitlines():
+        if "entity model loaded" in line:
+            m = MODEL_LINE.search(line)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def init_breakdown(samples: list[dict]) -> dict:
+    """Medians of the logged init phases over the runs that logged them, beside the measured init
+    (spawn to the first ``next``). *Logged* is the function's ``total_us`` when it logs one, else
+    the sum of its phases; what init spends outside it is process start to ``main`` and the runtime's
+    set-up up to the first ``next``."""
+    logged = [s for s in samples if s.get("init_fields")]
+    init_all = [s["init_ms"] for s in samples if s.get("init_ms") is not None]
+    out: dict = {"runs": len(samples), "n": len(logged), "init_median_ms": median_or_nan(init_all)}
+    if not logged:
+        return out
+    order: list[str] = []
+    for s in logged:
+        for key in s["init_fields"]:
+            if key != "total" and key not in order:
+                order.append(key)
+    phases = {}
+    for key in order:
+        values = [s["init_fields"][key] for s in logged if key in s["init_fields"]]
+        phases[key] = {"median_us": statistics.median(values), "p90_us": quantile(values, 0.9), "n": len(values)}
+    sums = [sum(v for k, v in s["init_fields"].items() if k != "total") for s in logged]
+    totals = [s["init_fields"]["total"] for s in logged if "total" in s["init_fields"]]
+    logged_us = [s["init_fields"].get("total", sums[i]) for i, s in enumerate(logged)]
+    outside = [s["init_ms"] - logged_us[i] / 1000 for i, s in enumerate(logged) if s.get("init_ms") is not None]
+    sum_median = statistics.median(sums)
+    total_median = statistics.median(totals) if totals else None
+    logged_median = total_median if total_median is not None else sum_median
+    out.update({
+        "order": order, "phases": phases,
+        "sum_median_us": sum_median, "total_median_us": total_median,
+        "logged_median_us": logged_median,
+        "init_logged_runs_median_ms": median_or_nan([s["init_ms"] for s in logged if s.get("init_ms") is not None]),
+        # The figure of the report: median init minus the median logged time.
+        "outside_ms": out["init_median_ms"] - logged_median / 1000,
+        # The same per run, then the median (a check on the figure above).
+        "outside_per_run_median_ms": median_or_nan(outside),
+    })
+    return out
+
+
+# --------------------------------------------------------------------------------------- cold ---
+
+
+def summarize_cold(label: str, s: list[dict], failures: list[str], planned: int) -> dict:
+    total = [x["total_ms"] for x in s]
+    init = [x["init_ms"] for x in s]
+    return {
+        "label": label,
+        "n": len(s),
+        "planned": planned,
+        "failures": failures,
+        "median_ms": median_or_nan(total),
+        "p10_ms": quantile(total, 0.10),
+        "p25_ms": quantile(total, 0.25),
+        "p75_ms": quantile(total, 0.75),
+        "p90_ms": quantile(total, 0.90),
+        "min_ms": min(total) if total else float("nan"),
+        "max_ms": max(total) if total else float("nan"),
+        "init_median_ms": median_or_nan(init),
+        "init_p25_ms": quantile(init, 0.25),
+        "init_p75_ms": quantile(init, 0.75),
+        "invoke_median_ms": median_or_nan([x["invoke_ms"] for x in s]),
+        "warm_median_ms": median_or_nan([x["warm_ms"] for x in s if x["warm_ms"] is not None]),
+        "hwm_median_kb": median_or_nan([x["hwm_kb"] for x in s if x["hwm_kb"]]) if s else None,
+        "samples_ms": total,
+        "init_samples_ms": init,
+    }
+
+
+def phase_cold(results: dict, target: Path, api: RuntimeApi) -> None:
+    runs = env_int("BENCH_COLD_RUNS", 100)
+    budget_s = env_int("BENCH_COLD_BUDGET_S", 360)
+    logs = WORK / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    tables = create_tables(target, "bench-cold")
+    seed_sk = seed_query_item(api, target, tables, logs)
+    candidates = {**rust_candidates(target / "release", seed_sk), **node_candidates()}
+    missing = drop_missing(candidates, "cold")
+    samples: dict[str, list[dict]] = {name: [] for name in candidates}
+    failures: dict[str, list[str]] = {name: [] for name in candidates}
+    results["cold"] = {"runs": runs, "load_before": loadavg(), "missing": missing}
+
+    def once(name: str) -> dict:
+        c = candidates[name]
+        return run_candidate(api, name, c, tables, [c["event"](), c["event"]()], logs)
+
+    # Two warm-up rounds (not counted): page cache, DynamoDB Local's JIT; the second one's wall times
+    # estimate the phase's length.
+    wall: dict[str, float] = {}
+    for w in range(2):
+        say(f"cold: warm-up round {w + 1}/2")
+        for name in candidates:
+            r = once(name)
+            if not r["ok"]:
+                raise SystemExit(f"bench: {name} failed its warm-up invocation: {r['error']} (log: {logs / (name + '.log')})")
+            wall[name] = r["wall_s"]
+    node_names = [n for n in candidates if n in NODE]
+    rust_s = sum(wall[n] for n in candidates if n not in NODE)
+    node_s = sum(wall[n] for n in node_names)
+    forced = env_int("BENCH_COLD_NODE_EVERY", 0)
+    node_every = max(1, forced)
+    if not forced:
+        # Node (about 0.7 s a run for the framework handler) runs every k-th round when every round
+        # would take the phase past its budget; k at most 4 (25 runs of 100).
+        while node_names and node_every < 4 and runs * (rust_s + node_s / node_every) > budget_s:
+            node_every += 1
+    estimate = runs * (rust_s + node_s / node_every)
+    say(f"cold: {runs} rounds of {len(candidates)} candidates, Node every {node_every} round(s); "
+        f"about {estimate / 60:.1f} min (one round: Rust {rust_s:.2f} s, Node {node_s:.2f} s)")
 
     rng = random.Random(7)
+    planned = {name: 0 for name in candidates}
+    started = time.monotonic()
     for i in range(runs):
-        order = list(candidates)
+        order = [n for n in candidates if n not in NODE or i % node_every == 0]
         rng.shuffle(order)
         for name in order:
+            planned[name] += 1
             r = once(name)
             if r["ok"]:
-                samples[name].append({k: r[k] for k in ("total_ms", "init_ms", "invoke_ms", "warm_ms", "hwm_kb")})
+                samples[name].append({
+                    **{k: r[k] for k in ("total_ms", "init_ms", "invoke_ms", "warm_ms", "hwm_kb")},
+                    "init_fields": parse_init_line(r["log"]),
+                    "model_us": parse_model_micros(r["log"]),
+                })
             else:
                 failures[name].append(r["error"])
         if (i + 1) % 10 == 0:
-            say(f"cold: {i + 1}/{runs} rounds (load {loadavg()})")
+            say(f"cold: {i + 1}/{runs} rounds (load {loadavg()}, {time.monotonic() - started:.0f} s)")
 
-    summary = {}
-    for name, c in candidates.items():
-        s = samples[name]
-        total = [x["total_ms"] for x in s]
-        summary[name] = {
-            "label": c["label"],
-            "n": len(s),
-            "failures": failures[name],
-            "median_ms": statistics.median(total) if total else float("nan"),
-            "p10_ms": quantile(total, 0.10),
-            "p25_ms": quantile(total, 0.25),
-            "p75_ms": quantile(total, 0.75),
-            "p90_ms": quantile(total, 0.90),
-            "min_ms": min(total) if total else float("nan"),
-            "max_ms": max(total) if total else float("nan"),
-            "init_median_ms": statistics.median([x["init_ms"] for x in s]) if s else float("nan"),
-            "init_p25_ms": quantile([x["init_ms"] for x in s], 0.25),
-            "init_p75_ms": quantile([x["init_ms"] for x in s], 0.75),
-            "invoke_median_ms": statistics.median([x["invoke_ms"] for x in s]) if s else float("nan"),
-            "warm_median_ms": statistics.median([x["warm_ms"] for x in s]) if s else float("nan"),
-            "hwm_median_kb": statistics.median([x["hwm_kb"] for x in s if x["hwm_kb"]]) if s else None,
-            "samples_ms": total,
-        }
-    # The entity model's share of each HTTP function's init: they log how long parsing and checking
-    # the compiled-in model.toml took at every start ("entity model loaded ... micros=N").
+    summary = {name: summarize_cold(c["label"], samples[name], failures[name], planned[name])
+               for name, c in candidates.items()}
+
+    def med(name: str) -> float:
+        return summary[name]["median_ms"] if name in summary else float("nan")
+
+    pairs = []
+    for ours, floor in PAIRS:
+        if ours not in summary or floor not in summary:
+            continue
+        ratio = bootstrap_ratio(summary[ours]["samples_ms"], summary[floor]["samples_ms"])
+        pairs.append({
+            "ours": ours, "floor": floor, **ratio,
+            "ratio_node": med(ours) / med("node-mbc"), "ratio_echo": med(ours) / med(ECHO),
+            "floor_ratio_node": med(floor) / med("node-mbc"), "floor_ratio_echo": med(floor) / med(ECHO),
+            "init_diff_ms": summary[ours]["init_median_ms"] - summary[floor]["init_median_ms"],
+            "invoke_diff_ms": summary[ours]["invoke_median_ms"] - summary[floor]["invoke_median_ms"],
+        })
+    breakdown = {name: init_breakdown(samples[name]) for name in candidates if name not in NODE}
+    # The older per-start log line of the entity model, kept while a function still writes it.
     model_load = {}
     for name in ("command-handler", "query-handler"):
-        model_us = []
-        log_path = logs / f"{name}.log"
-        log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
-        for line in log_text.splitlines():
-            if "entity model loaded" in line:
-                m = re.search(r'micros[=":\s]+(\d+)', line)
-                if m:
-                    model_us.append(int(m.group(1)))
-        model_load[name] = {
-            "n": len(model_us),
-            "median": statistics.median(model_us) if model_us else None,
-            "p90": quantile([float(x) for x in model_us], 0.90) if model_us else None,
-        }
+        model_us = [s["model_us"] for s in samples.get(name, []) if s.get("model_us") is not None]
+        if model_us:
+            model_load[name] = {"n": len(model_us), "median": statistics.median(model_us),
+                                "p90": quantile([float(x) for x in model_us], 0.90)}
     results["cold"].update({
         "candidates": summary,
-        "load_after": loadavg(),
-        "model_load_us": model_load["command-handler"],
+        "pairs": pairs,
+        "node_every": node_every,
+        "node_every_forced": bool(forced),
+        "budget_s": budget_s,
+        "estimate_s": estimate,
+        "duration_s": time.monotonic() - started,
+        "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+        "init_breakdown": breakdown,
         "model_load_us_by_function": model_load,
+        "load_after": loadavg(),
     })
+
+
+# --------------------------------------------------------------------------------------- warm ---
+
+
+def warm_latencies(r: dict) -> tuple[list[float], int, list[str]]:
+    """Per-request latency (ms, event handed out to response arrived) of every answered request but
+    the first (the cold one); the failures: requests unanswered or answered wrong (first one included)."""
+    served, responded, problems = r["served_ns"], r["responded_ns"], r["problems"]
+    latencies = [(responded[i] - served[i]) / 1e6 for i in range(1, len(responded)) if not problems[i]]
+    bad = [p for p in problems if p]
+    unanswered = r["planned"] - len(responded)
+    messages = bad[:3] + ([r["error"]] if unanswered and r["error"] else [])
+    return latencies, len(bad) + unanswered, messages
+
+
+def warm_summary(label: str, latencies: list[float], failed: int, messages: list[str], processes: int) -> dict:
+    return {
+        "label": label, "n": len(latencies), "processes": processes, "failed": failed, "failures": messages[:5],
+        "p50_ms": median_or_nan(latencies), "p90_ms": quantile(latencies, 0.90), "p99_ms": quantile(latencies, 0.99),
+        "mean_ms": statistics.fmean(latencies) if latencies else float("nan"),
+        "max_ms": max(latencies) if latencies else float("nan"),
+        "samples_ms": latencies,
+    }
+
+
+def serve_many(api: RuntimeApi, name: str, c: dict, tables: dict, logs: Path, requests: int) -> dict:
+    """One process of ``c`` serving ``requests`` + 1 events in sequence (a new event each)."""
+    events = [c["event"]() for _ in range(requests + 1)]
+    r = run_candidate(api, name, c, tables, events, logs, timeout=max(120.0, requests * 1.0), read_log=False)
+    r["planned"] = len(events)
+    return r
+
+
+def phase_warm(results: dict, target: Path, api: RuntimeApi) -> None:
+    rounds = env_int("BENCH_WARM_ROUNDS", 3)
+    requests = env_int("BENCH_WARM_REQUESTS", 200)
+    with_node = os.environ.get("BENCH_WARM_NODE", "1") != "0"
+    logs = WORK / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    out: dict = {"rounds": rounds, "requests": requests, "load_before": loadavg()}
+    tables = create_tables(target, "bench-warm")
+    seed_sk = seed_query_item(api, target, tables, logs)
+    names = [n for pair in PAIRS for n in pair] + [ECHO]
+    candidates = rust_candidates(target / "release", seed_sk, names)
+    if with_node:
+        candidates["node-mbc"] = node_candidates()["node-mbc"]
+    out["missing"] = drop_missing(candidates, "warm")
+    say("warm: warm-up (20 requests each, not counted)")
+    for name, c in candidates.items():
+        r = serve_many(api, name, c, tables, logs, 20)
+        if not r["ok"]:
+            raise SystemExit(f"bench: {name} failed its warm-up: {r['error']} (log: {logs / (name + '.log')})")
+    pooled: dict[str, list[float]] = {n: [] for n in candidates}
+    failed = {n: 0 for n in candidates}
+    messages: dict[str, list[str]] = {n: [] for n in candidates}
+    rng = random.Random(11)
+    started = time.monotonic()
+    for i in range(rounds):
+        order = list(candidates)
+        rng.shuffle(order)
+        say(f"warm: round {i + 1}/{rounds}, {requests} requests per process (load {loadavg()})")
+        for name in order:
+            lat, bad, msg = warm_latencies(serve_many(api, name, candidates[name], tables, logs, requests))
+            pooled[name] += lat
+            failed[name] += bad
+            messages[name] += msg
+    summary = {n: warm_summary(c["label"], pooled[n], failed[n], messages[n], rounds) for n, c in candidates.items()}
+    pairs = []
+    for ours, floor in PAIRS:
+        if ours in summary and floor in summary:
+            a, b = summary[ours]["samples_ms"], summary[floor]["samples_ms"]
+            pairs.append({"ours": ours, "floor": floor,
+                          "p50": bootstrap_ratio(a, b, statistics.median, seed=23),
+                          "p99": bootstrap_ratio(a, b, p99, seed=29)})
+    out.update({"candidates": summary, "pairs": pairs, "duration_s": time.monotonic() - started,
+                "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "load_after": loadavg()})
+    results["warm"] = out
+
+
+# ----------------------------------------------------------------------------------- profiles ---
+
+DEFAULT_PROFILES = "release,release-s,release-z"
+
+
+def cargo_profiles() -> dict:
+    """The ``[profile.*]`` tables of the root Cargo.toml."""
+    import tomllib
+
+    try:
+        with open(ROOT / "Cargo.toml", "rb") as f:
+            return tomllib.load(f).get("profile", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def profile_paths(target: Path, profile: str) -> tuple[Path, Path]:
+    """(x86_64 binaries' directory, arm64 bootstraps' directory) of a cargo profile."""
+    x86 = target / ("release" if profile == "release" else profile)
+    return x86, target / "lambda-profiles" / profile
+
+
+def phase_profiles(results: dict, target: Path, api: RuntimeApi) -> None:
+    names = [p.strip() for p in os.environ.get("BENCH_PROFILES", DEFAULT_PROFILES).split(",") if p.strip()]
+    cold_runs = env_int("BENCH_PROFILE_COLD_RUNS", 40)
+    requests = env_int("BENCH_WARM_REQUESTS", 200)
+    settings = cargo_profiles()
+    logs = WORK / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    out: dict = {"names": names, "cold_runs": cold_runs, "requests": requests, "load_before": loadavg(),
+                 "profiles": {}, "goal_bytes": SIZE_GOAL_BYTES}
+    for profile in names:
+        x86_dir, arm_dir = profile_paths(target, profile)
+        entry: dict = {"settings": settings.get(profile), "arm64": {}, "x86_64": {}, "missing": []}
+        for fn in FUNCTIONS:
+            arm = arm_dir / fn / "bootstrap"
+            if not arm.exists() and profile == "release":
+                arm = target / "lambda" / fn / "bootstrap"  # bench.sh builds release last into target/lambda
+            if arm.exists():
+                entry["arm64"][fn] = {"bytes": arm.stat().st_size, "zip_bytes": zipped_size([(arm, "bootstrap")]),
+                                      "elf": elf_machine(arm), "path": str(arm.relative_to(target))}
+            else:
+                entry["missing"].append(str(arm))
+            native = x86_dir / fn
+            if native.exists():
+                entry["x86_64"][fn] = {"bytes": native.stat().st_size}
+            else:
+                entry["missing"].append(str(native))
+        entry["measured"] = len(entry["x86_64"]) == len(FUNCTIONS)
+        if entry["arm64"]:
+            entry["arm64_max_bytes"] = max(x["bytes"] for x in entry["arm64"].values())
+        if entry["missing"]:
+            say(f"profiles: {profile}: missing {', '.join(entry['missing'])}")
+        out["profiles"][profile] = entry
+    measured = [p for p in names if out["profiles"][p]["measured"]]
+    if measured:
+        tables = create_tables(target, "bench-profiles")
+        seed_sk = seed_query_item(api, target, tables, logs)
+        candidates = {}
+        for profile in measured:
+            for fn, c in rust_candidates(profile_paths(target, profile)[0], seed_sk, FUNCTIONS).items():
+                candidates[(profile, fn)] = c
+
+        def log_name(key: tuple[str, str]) -> str:
+            return f"{key[1]}.{key[0]}"
+
+        say(f"profiles: warm-up round over {len(measured)} profiles")
+        for key, c in candidates.items():
+            r = run_candidate(api, log_name(key), c, tables, [c["event"]()], logs, read_log=False)
+            if not r["ok"]:
+                raise SystemExit(f"bench: {key[1]} ({key[0]}) failed its warm-up invocation: {r['error']}")
+        cold = {key: [] for key in candidates}
+        cold_failed = {key: 0 for key in candidates}
+        rng = random.Random(13)
+        for i in range(cold_runs):
+            order = list(candidates)
+            rng.shuffle(order)
+            for key in order:
+                c = candidates[key]
+                r = run_candidate(api, log_name(key), c, tables, [c["event"]()], logs, read_log=False)
+                if r["ok"]:
+                    cold[key].append(r["total_ms"])
+                else:
+                    cold_failed[key] += 1
+            if (i + 1) % 10 == 0:
+                say(f"profiles: cold {i + 1}/{cold_runs} rounds (load {loadavg()})")
+        order = list(candidates)
+        rng.shuffle(order)
+        warm = {}
+        for key in order:
+            say(f"profiles: warm, {key[1]} ({key[0]}), {requests} requests")
+            lat, bad, msg = warm_latencies(serve_many(api, log_name(key), candidates[key], tables, logs, requests))
+            warm[key] = {"p50_ms": median_or_nan(lat), "p99_ms": quantile(lat, 0.99), "n": len(lat), "failed": bad,
+                         "failures": msg[:3]}
+        for profile in measured:
+            entry = out["profiles"][profile]
+            entry["cold"] = {fn: {"median_ms": median_or_nan(cold[(profile, fn)]), "n": len(cold[(profile, fn)]),
+                                  "failed": cold_failed[(profile, fn)], "samples_ms": cold[(profile, fn)]}
+                             for fn in FUNCTIONS}
+            entry["warm"] = {fn: warm[(profile, fn)] for fn in FUNCTIONS}
+    out["load_after"] = loadavg()
+    results["profiles"] = out
 
 
 # ------------------------------------------------------------------------------------- memory ---
@@ -870,9 +1259,13 @@ def zipped_size(paths: list[tuple[Path, str]]) -> int:
     return buffer.tell()
 
 
+# The issue's goal for each release arm64 bootstrap.
+SIZE_GOAL_BYTES = 8 * 1024 * 1024
+
+
 def phase_sizes(results: dict, target: Path) -> None:
-    out = {"arm64": {}, "x86_64": {}}
-    for name in FUNCTIONS + ["bench-floor"]:
+    out = {"arm64": {}, "x86_64": {}, "goal_bytes": SIZE_GOAL_BYTES}
+    for name in FUNCTIONS + FLOORS + [ECHO]:
         arm = target / "lambda" / name / "bootstrap"
         if arm.exists():
             out["arm64"][name] = {
@@ -908,7 +1301,7 @@ def report(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    phases = ["keys", "cold", "memory", "projection", "patterns", "sequences", "sizes", "report"]
+    phases = ["keys", "cold", "warm", "memory", "projection", "patterns", "sequences", "sizes", "profiles", "report"]
     only = [p.strip() for p in os.environ.get("BENCH_ONLY", "").split(",") if p.strip()]
     unknown = set(only) - set(phases)
     if unknown:
@@ -931,6 +1324,8 @@ def main() -> None:
             phase_keys(results, target)
         if "cold" in chosen:
             phase_cold(results, target, api)
+        if "warm" in chosen:
+            phase_warm(results, target, api)
         if "memory" in chosen:
             say("memory: data-sync on 100 and 1 000 records")
             phase_memory(results, target, api)
@@ -942,6 +1337,8 @@ def main() -> None:
             phase_sequences(results)
         if "sizes" in chosen:
             phase_sizes(results, target)
+        if "profiles" in chosen:
+            phase_profiles(results, target, api)
         if "report" in chosen:
             phase_report(results)
     finally:

@@ -7,16 +7,27 @@
 # It installs what it needs (Node.js/npm from apt when missing, the npm packages pinned in
 # bench/node/package.json into .local/bench-node without a lock file, DynamoDB Local through
 # scripts/dynamodb-local.sh, cargo-lambda and zig through scripts/tools.sh), builds what it
-# measures (x86_64 release binaries to run here, arm64 release bootstraps for their size, the two
-# Rust benches), starts a private DynamoDB Local on 127.0.0.1, runs the measurements
-# (bench/run.py), stops DynamoDB Local again (also on failure) and rewrites BENCHMARKS.md.
+# measures, starts a private DynamoDB Local on 127.0.0.1, runs the measurements (bench/run.py), stops
+# DynamoDB Local again (also on failure) and rewrites BENCHMARKS.md. Builds, each timed:
+#   - per profile P of BENCH_PROFILES other than release: `cargo lambda build --profile P --arm64` of
+#     our three functions, copied to target/lambda-profiles/P/<bin>/bootstrap, and `cargo build
+#     --profile P` of the same (x86_64, target/P/<bin>), for the profiles phase (size and speed);
+#   - release LAST, so that target/lambda holds the chosen profile: `cargo lambda build --release
+#     --arm64` of our functions, the hand-written floors (floor-create, floor-get, floor-batch) and the
+#     echo bench-floor (also copied to target/lambda-profiles/release), and `cargo build --release`
+#     of the same (x86_64, run here);
+#   - local-stack (creates the tables) in its own `cargo build --release`, so that its features never
+#     unify into the function binaries;
+#   - the Rust benches (bench profile, `cargo bench --no-run`).
 #
 # The benches report, they do not assert: a slow figure is written down, not failed on.
-# Knobs (environment, all optional): BENCH_COLD_RUNS (40), BENCH_MEMORY_RUNS (5),
-# BENCH_PROJECTION_REPEATS (3), BENCH_ONLY (e.g. "keys,cold": a partial run writes
-# .local/bench/BENCHMARKS.partial.md), BENCH_SKIP_ARM64=1 (no arm64 build; sizes then come from
-# whatever target/lambda holds). Nothing reaches AWS: every endpoint is 127.0.0.1, credentials are
-# dummies.
+# Knobs (environment, all optional): BENCH_COLD_RUNS (100), BENCH_WARM_ROUNDS (3),
+# BENCH_PROFILES (release,release-s,release-z: names of [profile.*] in Cargo.toml),
+# BENCH_PROFILE_COLD_RUNS (40), BENCH_MEMORY_RUNS (5), BENCH_PROJECTION_REPEATS (3), BENCH_ONLY
+# (e.g. "keys,cold": a partial run writes .local/bench/BENCHMARKS.partial.md), BENCH_SKIP_ARM64=1 (no
+# arm64 build; sizes then come from whatever target/lambda and target/lambda-profiles hold); the
+# others are in bench/run.py's docstring. Nothing reaches AWS: every endpoint is 127.0.0.1,
+# credentials are dummies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -61,18 +72,58 @@ step "DynamoDB Local (install)"
 source scripts/dynamodb-local.sh
 ddb_local_install
 
+# Our functions (per profile), the hand-written floors and the echo (release only).
+FUNCTIONS=(command-handler query-handler data-sync)
+FUNCTION_BINS=(--bin command-handler --bin query-handler --bin data-sync)
+REFERENCE_BINS=(--bin floor-create --bin floor-get --bin floor-batch --bin bench-floor)
+IFS=, read -r -a PROFILES <<<"${BENCH_PROFILES:-release,release-s,release-z}"
+PROFILES=("${PROFILES[@]// /}")
+TARGET=$(cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+
+# clear_bootstraps: so that a build that writes its bootstraps elsewhere fails the copy below instead
+# of copying the previous build's under another profile's name.
+clear_bootstraps() {
+    local name
+    for name in "${FUNCTIONS[@]}"; do rm -f "$TARGET/lambda/$name/bootstrap"; done
+}
+# keep_bootstraps <profile>: target/lambda/<bin>/bootstrap -> target/lambda-profiles/<profile>/<bin>/bootstrap
+keep_bootstraps() {
+    local profile=$1 name
+    for name in "${FUNCTIONS[@]}"; do
+        mkdir -p "$TARGET/lambda-profiles/$profile/$name"
+        cp "$TARGET/lambda/$name/bootstrap" "$TARGET/lambda-profiles/$profile/$name/bootstrap"
+    done
+}
+
 if [[ ${BENCH_SKIP_ARM64:-} != 1 ]]; then
-    step "tools (cargo-lambda, zig) and the arm64 bootstraps (cargo lambda build --release --arm64)"
+    step "tools (cargo-lambda, zig) and the arm64 bootstraps (cargo lambda build --arm64, per profile)"
     # shellcheck source=scripts/tools.sh
     source scripts/tools.sh
+    for profile in "${PROFILES[@]}"; do
+        [[ $profile == release ]] && continue
+        clear_bootstraps
+        timed "arm64 $profile (cargo lambda build --profile $profile --arm64)" \
+            cargo lambda build --profile "$profile" --arm64 "${FUNCTION_BINS[@]}"
+        keep_bootstraps "$profile"
+    done
+    # release last: target/lambda keeps the chosen profile's bootstraps.
     timed "arm64 release (cargo lambda build --release --arm64)" \
-        cargo lambda build --release --arm64 \
-        --bin command-handler --bin query-handler --bin data-sync --bin bench-floor
+        cargo lambda build --release --arm64 "${FUNCTION_BINS[@]}" "${REFERENCE_BINS[@]}"
+    keep_bootstraps release
 fi
 
-step "x86_64 release binaries (cargo build --release) to run here"
+step "x86_64 binaries to run here (cargo build, per profile)"
+for profile in "${PROFILES[@]}"; do
+    [[ $profile == release ]] && continue
+    timed "x86_64 $profile (cargo build --profile $profile)" \
+        cargo build --profile "$profile" "${FUNCTION_BINS[@]}"
+done
 timed "x86_64 release (cargo build --release)" \
-    cargo build --release --bin command-handler --bin query-handler --bin data-sync --bin bench-floor --bin local-stack
+    cargo build --release "${FUNCTION_BINS[@]}" "${REFERENCE_BINS[@]}"
+# Its own invocation: local-stack's features must not unify into the function binaries.
+timed "local-stack (cargo build --release --bin local-stack)" \
+    cargo build --release --bin local-stack
 
 step "the Rust benches (bench profile)"
 timed "benches (cargo bench --no-run)" \
