@@ -74,6 +74,14 @@ def _header(r: dict) -> str:
     ]
     if r.get("builds"):
         rows.append(["builds", r["builds"]])
+    kept = r.get("kept") or {}
+    if kept.get("phases"):
+        rows.append([
+            "phases from an earlier run",
+            f"{', '.join(kept['phases'])}: not measured by this run; their sections are those of the run of "
+            f"{kept['date']} (commit {kept['commit']}, `{kept['command']}`), whose code they measured "
+            "(`BENCH_KEEP`). Every other section, and every figure of issue 17, is from this run.",
+        ])
     return _table(["", ""], rows, "ll")
 
 

@@ -55,7 +55,9 @@ Knobs (environment): ``BENCH_COLD_RUNS`` (default 100), ``BENCH_COLD_BUDGET_S`` 
 ``BENCH_MEMORY_RUNS`` (5), ``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_BIG_BATCH_RUNS`` (2),
 ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_PATTERN_ITEMS`` (2000),
 ``BENCH_ONLY`` (comma-separated phases; a partial run writes ``.local/bench/BENCHMARKS.partial.md``
-instead of BENCHMARKS.md), ``BENCH_OUTPUT`` (the report's path), ``BENCH_COMMAND`` (the command
+instead of BENCHMARKS.md), ``BENCH_KEEP`` (an earlier run's ``results.json``: the phases this run does
+not measure are taken from it and labelled with its date and commit; then BENCHMARKS.md is written),
+``BENCH_OUTPUT`` (the report's path), ``BENCH_COMMAND`` (the command
 named in the report). A missing binary of a floor or candidate is skipped with a warning, not fatal.
 Raw results go to ``.local/bench/results.json``. Everything talks to 127.0.0.1 only.
 """
@@ -1345,11 +1347,25 @@ def main() -> None:
         api.close()
     results["uptime_after"] = command_output(["uptime"])
     results["duration_s"] = time.monotonic() - started
+    # BENCH_KEEP=<results.json of an earlier full run>: the phases this run did not measure are taken
+    # from it, each labelled in the report with the run (date, commit) that measured it.
+    kept_from = os.environ.get("BENCH_KEEP")
+    kept = []
+    if kept_from:
+        earlier = json.loads(Path(kept_from).read_text())
+        for phase in phases:
+            if phase not in chosen and phase in earlier:
+                results[phase] = earlier[phase]
+                kept.append(phase)
+        results["kept"] = {
+            "phases": kept, "date": earlier.get("date"),
+            "commit": earlier.get("machine", {}).get("git"), "command": earlier.get("command"),
+        }
     (WORK / "results.json").write_text(json.dumps(results, indent=1, default=str))
     output = os.environ.get("BENCH_OUTPUT")
     if output:
         out_path = Path(output)
-    elif only and set(only) != set(phases):
+    elif only and set(only) | set(kept) != set(phases):
         out_path = WORK / "BENCHMARKS.partial.md"
     else:
         out_path = ROOT / "BENCHMARKS.md"

@@ -24,7 +24,9 @@
 # Knobs (environment, all optional): BENCH_COLD_RUNS (100), BENCH_WARM_ROUNDS (3),
 # BENCH_PROFILES (release,release-s,release-z: names of [profile.*] in Cargo.toml),
 # BENCH_PROFILE_COLD_RUNS (40), BENCH_MEMORY_RUNS (5), BENCH_PROJECTION_REPEATS (3), BENCH_ONLY
-# (e.g. "keys,cold": a partial run writes .local/bench/BENCHMARKS.partial.md), BENCH_SKIP_ARM64=1 (no
+# (e.g. "keys,cold": a partial run writes .local/bench/BENCHMARKS.partial.md, and builds only what
+# those phases need), BENCH_KEEP=<an earlier .local/bench/results.json> (the phases not run are
+# taken from it, labelled with its date and commit, and BENCHMARKS.md is written), BENCH_SKIP_ARM64=1 (no
 # arm64 build; sizes then come from whatever target/lambda and target/lambda-profiles hold); the
 # others are in bench/run.py's docstring. Nothing reaches AWS: every endpoint is 127.0.0.1,
 # credentials are dummies.
@@ -78,6 +80,10 @@ FUNCTION_BINS=(--bin command-handler --bin query-handler --bin data-sync)
 REFERENCE_BINS=(--bin floor-create --bin floor-get --bin floor-batch --bin bench-floor)
 IFS=, read -r -a PROFILES <<<"${BENCH_PROFILES:-release,release-s,release-z}"
 PROFILES=("${PROFILES[@]// /}")
+# wants <phase>: whether this run measures it (all phases unless BENCH_ONLY names some).
+wants() { [[ -z ${BENCH_ONLY:-} || ",${BENCH_ONLY// /}," == *",$1,"* ]]; }
+# The other profiles are built only when their phase runs.
+wants profiles || PROFILES=(release)
 TARGET=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 
@@ -125,10 +131,12 @@ timed "x86_64 release (cargo build --release)" \
 timed "local-stack (cargo build --release --bin local-stack)" \
     cargo build --release --bin local-stack
 
-step "the Rust benches (bench profile)"
-timed "benches (cargo bench --no-run)" \
-    cargo bench -p bench-floor --bench keys_vs_node -p data-sync --bench projection \
-        -p query-handler --bench patterns --no-run
+if wants keys || wants projection || wants patterns; then
+    step "the Rust benches (bench profile)"
+    timed "benches (cargo bench --no-run)" \
+        cargo bench -p bench-floor --bench keys_vs_node -p data-sync --bench projection \
+            -p query-handler --bench patterns --no-run
+fi
 
 step "DynamoDB Local (start)"
 trap ddb_local_stop EXIT
