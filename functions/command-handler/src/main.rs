@@ -16,7 +16,7 @@ use lambda_http::{Error, Request, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let mut init = InitClock::start();
-    lambda_http::tracing::init_default_subscriber();
+    cqrs_store::logging::init();
     init.lap("logging");
     let tables = Tables::from_env()?;
     if tables.sequences.is_none() {

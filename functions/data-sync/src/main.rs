@@ -21,7 +21,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let mut init = InitClock::start();
-    lambda_runtime::tracing::init_default_subscriber();
+    cqrs_store::logging::init();
     init.lap("logging");
     let tables = Tables::from_env()?.require_parked()?;
     init.lap("config");

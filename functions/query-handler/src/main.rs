@@ -16,7 +16,7 @@ use query_handler::App;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let mut init = InitClock::start();
-    lambda_http::tracing::init_default_subscriber();
+    cqrs_store::logging::init();
     init.lap("logging");
     let tables = Tables::from_env()?;
     let caller_mode = CallerMode::from_env()?;

@@ -39,6 +39,7 @@ pub mod client;
 pub mod command;
 pub mod entries;
 pub mod head;
+pub mod logging;
 pub mod parked;
 pub mod projection;
 pub mod query;

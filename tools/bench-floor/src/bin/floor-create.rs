@@ -1,6 +1,7 @@
 //! `floor-create`: `POST /commands` (a create) written by hand, the floor of command-handler's
 //! cold path. It makes the DynamoDB calls command-handler makes for a new item, in the same order
-//! and with the same concurrency: the tenant's and `common`'s TTL policy (one `BatchGetItem`), the
+//! and with the same concurrency: the tenant's and `common`'s TTL policy (one `BatchGetItem`, then
+//! kept for a minute per container, as command-handler does), the
 //! item's head (`GetItem`), the three reads that seed a missing head (command rows, history
 //! version index, data version; concurrently), then the version row and the head in one
 //! `TransactWriteItems`. It validates only what it needs to build the item.
@@ -13,6 +14,8 @@ use bench_floor::{dynamodb_client, var};
 use lambda_http::{Body, Error, Request, RequestExt, Response, service_fn};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 struct Tables {
     command: String,
@@ -32,9 +35,58 @@ fn reply(status: u16, body: Value) -> Result<Response<Body>, Error> {
         .body(Body::from(body.to_string()))?)
 }
 
+/// How long a TTL policy read is used before it is read again.
+const TTL_POLICY_FOR: Duration = Duration::from_secs(60);
+
+/// TTL policies read, by tenant and `TTL#<entity>`: when, and their `days`.
+type TtlCache = Mutex<HashMap<(String, String), (Instant, Option<i64>)>>;
+
+/// The tenant's TTL policy for `ttl_sk`, else `common`'s: its `days`.
+async fn ttl_policy(
+    client: &Client,
+    tables: &Tables,
+    tenant: &str,
+    ttl_sk: &str,
+) -> Result<Option<i64>, Error> {
+    let own = format!("MASTER#{tenant}");
+    let keys = KeysAndAttributes::builder()
+        .keys(HashMap::from([
+            ("pk".into(), s(&own)),
+            ("sk".into(), s(ttl_sk)),
+        ]))
+        .keys(HashMap::from([
+            ("pk".into(), s("MASTER#common")),
+            ("sk".into(), s(ttl_sk)),
+        ]))
+        .consistent_read(true)
+        .build()?;
+    let found = client
+        .batch_get_item()
+        .request_items(&tables.data, keys)
+        .send()
+        .await?;
+    let items = found
+        .responses()
+        .and_then(|r| r.get(&tables.data))
+        .cloned()
+        .unwrap_or_default();
+    let days = |pk: &str| {
+        items
+            .iter()
+            .find(|item| item.get("pk") == Some(&s(pk)))
+            .and_then(|item| item.get("attributes"))
+            .and_then(|a| a.as_m().ok())
+            .and_then(|a| a.get("days"))
+            .and_then(|d| d.as_n().ok())
+            .and_then(|d| d.parse().ok())
+    };
+    Ok(days(&own).or_else(|| days("MASTER#common")))
+}
+
 async fn create(
     client: &Client,
     tables: &Tables,
+    ttl_cache: &TtlCache,
     request: Request,
 ) -> Result<Response<Body>, Error> {
     let context = request.request_context();
@@ -68,23 +120,23 @@ async fn create(
     let head_key = format!("HEAD#{id}");
     let ttl_sk = format!("TTL#{}", entity_type.to_ascii_lowercase());
 
-    // The TTL policy of the tenant, else of `common`.
-    let policy_keys = KeysAndAttributes::builder()
-        .keys(HashMap::from([
-            ("pk".into(), s(&format!("MASTER#{tenant}"))),
-            ("sk".into(), s(&ttl_sk)),
-        ]))
-        .keys(HashMap::from([
-            ("pk".into(), s("MASTER#common")),
-            ("sk".into(), s(&ttl_sk)),
-        ]))
-        .consistent_read(true)
-        .build()?;
-    client
-        .batch_get_item()
-        .request_items(&tables.data, policy_keys)
-        .send()
-        .await?;
+    // The TTL policy of the tenant, else of `common`: read once per minute and container, as
+    // command-handler does.
+    let cache_key = (tenant.to_string(), ttl_sk.clone());
+    let ttl_days = match ttl_cache
+        .lock()
+        .ok()
+        .and_then(|c| c.get(&cache_key).copied())
+    {
+        Some((read, days)) if read.elapsed() < TTL_POLICY_FOR => days,
+        _ => {
+            let days = ttl_policy(client, tables, tenant, &ttl_sk).await?;
+            if let Ok(mut cache) = ttl_cache.lock() {
+                cache.insert(cache_key, (Instant::now(), days));
+            }
+            days
+        }
+    };
 
     // The head; a new item has none, so the seeding reads follow.
     let head = client
@@ -173,6 +225,11 @@ async fn create(
         ),
         ("source".to_string(), s("POST /commands")),
     ]);
+    let mut row = row;
+    if let Some(days) = ttl_days {
+        let expires = chrono::Utc::now().timestamp() + days * 86_400;
+        row.insert("ttl".to_string(), AttributeValue::N(expires.to_string()));
+    }
     let put_row = Put::builder()
         .table_name(&tables.command)
         .set_item(Some(row))
@@ -210,9 +267,10 @@ async fn main() -> Result<(), Error> {
         idempotency: var("IDEMPOTENCY_TABLE")?,
     };
     let client = dynamodb_client()?;
-    let (client, tables) = (&client, &tables);
+    let ttl_cache = TtlCache::default();
+    let (client, tables, ttl_cache) = (&client, &tables, &ttl_cache);
     lambda_http::run(service_fn(move |request: Request| async move {
-        create(client, tables, request).await
+        create(client, tables, ttl_cache, request).await
     }))
     .await
 }
