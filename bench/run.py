@@ -21,7 +21,7 @@
    run and reported as medians beside the measured init.
 3. ``warm``: each pair and the echo (and the Node handler unless ``BENCH_WARM_NODE=0``): one process
    serves ``BENCH_WARM_REQUESTS`` (200) + 1 events in sequence, the first dropped; per-request latency
-   p50 and p99, ratios ours/floor (bootstrap 95 % interval); ``BENCH_WARM_ROUNDS`` (3) rounds in
+   p50 and p99, ratios ours/floor (bootstrap 95 % interval); ``BENCH_WARM_ROUNDS`` (5) rounds in
    shuffled order, a new process each, samples pooled. Every response is checked.
 4. ``memory``: release data-sync on 100- and 1 000-record stream batches through the stand-in
    against fresh tables: peak RSS and the invocation's wall time; then Lambda's largest batch,
@@ -37,7 +37,7 @@
 8. ``sizes``: arm64 bootstraps (``target/lambda/*/bootstrap``, cargo lambda) of our functions, the
    floors and the echo, against the 8 MiB goal; x86_64 release binaries; the Node package with its
    dependencies.
-9. ``profiles``: for each Cargo profile of ``BENCH_PROFILES`` (``release,release-s,release-z``; its
+9. ``profiles``: for each Cargo profile of ``BENCH_PROFILES`` (``release,release-s,release-o3``; its
    settings read from the root Cargo.toml): arm64 bootstrap sizes
    (``target/lambda-profiles/<P>/<bin>/bootstrap``), and the speed of the x86_64 binaries
    (``target/<P>/<bin>``, ``target/release`` for ``release``): cold path over
@@ -50,8 +50,8 @@
 
 Knobs (environment): ``BENCH_COLD_RUNS`` (default 100), ``BENCH_COLD_BUDGET_S`` (360),
 ``BENCH_COLD_NODE_EVERY`` (Node every k-th cold round; unset: chosen from the budget),
-``BENCH_WARM_ROUNDS`` (3), ``BENCH_WARM_REQUESTS`` (200), ``BENCH_WARM_NODE`` (1),
-``BENCH_PROFILES`` (``release,release-s,release-z``), ``BENCH_PROFILE_COLD_RUNS`` (40),
+``BENCH_WARM_ROUNDS`` (5), ``BENCH_WARM_REQUESTS`` (200), ``BENCH_WARM_NODE`` (1),
+``BENCH_PROFILES`` (``release,release-s,release-o3``), ``BENCH_PROFILE_COLD_RUNS`` (40),
 ``BENCH_MEMORY_RUNS`` (5), ``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_BIG_BATCH_RUNS`` (2),
 ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_PATTERN_ITEMS`` (2000),
 ``BENCH_ONLY`` (comma-separated phases; a partial run writes ``.local/bench/BENCHMARKS.partial.md``
@@ -175,9 +175,10 @@ def ddb_env() -> dict[str, str]:
 
 
 def create_tables(target: Path, prefix: str) -> dict[str, str]:
-    """The template's tables at DynamoDB Local, via the release `local-stack` binary."""
+    """The template's tables at DynamoDB Local, via the `local-stack` binary (dev build: it only
+    creates tables, and `make test` / `make dev` have built it already)."""
     subprocess.run(
-        [str(target / "release" / "local-stack"), "create-tables", prefix],
+        [str(target / "debug" / "local-stack"), "create-tables", prefix],
         cwd=ROOT, env={**os.environ, **ddb_env(), "RUST_LOG": "warn"},
         check=True, stdout=subprocess.DEVNULL,
     )
@@ -816,7 +817,7 @@ def serve_many(api: RuntimeApi, name: str, c: dict, tables: dict, logs: Path, re
 
 
 def phase_warm(results: dict, target: Path, api: RuntimeApi) -> None:
-    rounds = env_int("BENCH_WARM_ROUNDS", 3)
+    rounds = env_int("BENCH_WARM_ROUNDS", 5)
     requests = env_int("BENCH_WARM_REQUESTS", 200)
     with_node = os.environ.get("BENCH_WARM_NODE", "1") != "0"
     logs = WORK / "logs"
@@ -863,7 +864,7 @@ def phase_warm(results: dict, target: Path, api: RuntimeApi) -> None:
 
 # ----------------------------------------------------------------------------------- profiles ---
 
-DEFAULT_PROFILES = "release,release-s,release-z"
+DEFAULT_PROFILES = "release,release-s,release-o3"
 
 
 def cargo_profiles() -> dict:

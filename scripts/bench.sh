@@ -16,13 +16,13 @@
 #     --arm64` of our functions, the hand-written floors (floor-create, floor-get, floor-batch) and the
 #     echo bench-floor (also copied to target/lambda-profiles/release), and `cargo build --release`
 #     of the same (x86_64, run here);
-#   - local-stack (creates the tables) in its own `cargo build --release`, so that its features never
+#   - local-stack (creates the tables) in its own `cargo build` (dev), so that its features never
 #     unify into the function binaries;
 #   - the Rust benches (bench profile, `cargo bench --no-run`).
 #
 # The benches report, they do not assert: a slow figure is written down, not failed on.
-# Knobs (environment, all optional): BENCH_COLD_RUNS (100), BENCH_WARM_ROUNDS (3),
-# BENCH_PROFILES (release,release-s,release-z: names of [profile.*] in Cargo.toml),
+# Knobs (environment, all optional): BENCH_COLD_RUNS (100), BENCH_WARM_ROUNDS (5),
+# BENCH_PROFILES (release,release-s,release-o3: names of [profile.*] in Cargo.toml),
 # BENCH_PROFILE_COLD_RUNS (40), BENCH_MEMORY_RUNS (5), BENCH_PROJECTION_REPEATS (3), BENCH_ONLY
 # (e.g. "keys,cold": a partial run writes .local/bench/BENCHMARKS.partial.md, and builds only what
 # those phases need), BENCH_KEEP=<an earlier .local/bench/results.json> (the phases not run are
@@ -78,7 +78,7 @@ ddb_local_install
 FUNCTIONS=(command-handler query-handler data-sync)
 FUNCTION_BINS=(--bin command-handler --bin query-handler --bin data-sync)
 REFERENCE_BINS=(--bin floor-create --bin floor-get --bin floor-batch --bin bench-floor)
-IFS=, read -r -a PROFILES <<<"${BENCH_PROFILES:-release,release-s,release-z}"
+IFS=, read -r -a PROFILES <<<"${BENCH_PROFILES:-release,release-s,release-o3}"
 PROFILES=("${PROFILES[@]// /}")
 # wants <phase>: whether this run measures it (all phases unless BENCH_ONLY names some).
 wants() { [[ -z ${BENCH_ONLY:-} || ",${BENCH_ONLY// /}," == *",$1,"* ]]; }
@@ -127,9 +127,10 @@ for profile in "${PROFILES[@]}"; do
 done
 timed "x86_64 release (cargo build --release)" \
     cargo build --release "${FUNCTION_BINS[@]}" "${REFERENCE_BINS[@]}"
-# Its own invocation: local-stack's features must not unify into the function binaries.
-timed "local-stack (cargo build --release --bin local-stack)" \
-    cargo build --release --bin local-stack
+# Its own invocation (local-stack's features must not unify into the function binaries), and a dev
+# build: it only creates the tables.
+timed "local-stack (cargo build --bin local-stack)" \
+    cargo build --bin local-stack
 
 if wants keys || wants projection || wants patterns; then
     step "the Rust benches (bench profile)"
