@@ -9,7 +9,7 @@
 
 use command_handler::App;
 use cqrs_caller::CallerMode;
-use cqrs_store::client::{ClientEnv, InitClock, http_client};
+use cqrs_store::client::{InitClock, client_from_env};
 use cqrs_store::{Store, Tables};
 use lambda_http::{Error, Request, service_fn};
 
@@ -24,12 +24,7 @@ async fn main() -> Result<(), Error> {
     }
     let caller_mode = CallerMode::from_env()?;
     init.lap("config");
-    let env = ClientEnv::from_env()?;
-    init.lap("sdk_config");
-    let http = http_client(env.tls_roots);
-    init.lap("http_client");
-    let client = env.client(http);
-    init.lap("client");
+    let client = client_from_env(&mut init)?;
     let app = App::new(Store::new(client, tables), caller_mode)?;
     init.lap("model");
     tracing::info!(

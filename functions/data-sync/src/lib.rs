@@ -114,7 +114,7 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 /// ```no_run
 /// # async fn wire() -> Result<(), Box<dyn std::error::Error>> {
 /// let env = cqrs_store::client::ClientEnv::from_env()?;
-/// let client = env.client(cqrs_store::client::http_client(env.tls_roots));
+/// let client = env.client(cqrs_store::client::http_client(env.tls_roots)?);
 /// let store = cqrs_store::Store::new(client, cqrs_store::Tables::from_env()?);
 /// let sync = data_sync::DataSync::new(store.clone())
 ///     .with_target(data_sync::change_log::ChangeLog::new(store, "cqrs-change-log"))

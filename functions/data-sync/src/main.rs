@@ -13,7 +13,7 @@
 )]
 
 use aws_lambda_events::event::dynamodb::Event;
-use cqrs_store::client::{ClientEnv, InitClock, http_client};
+use cqrs_store::client::{InitClock, client_from_env};
 use cqrs_store::{Store, Tables};
 use data_sync::{DataSync, change_log::ChangeLog};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
@@ -25,12 +25,7 @@ async fn main() -> Result<(), Error> {
     init.lap("logging");
     let tables = Tables::from_env()?.require_parked()?;
     init.lap("config");
-    let env = ClientEnv::from_env()?;
-    init.lap("sdk_config");
-    let http = http_client(env.tls_roots);
-    init.lap("http_client");
-    let store = Store::new(env.client(http), tables);
-    init.lap("client");
+    let store = Store::new(client_from_env(&mut init)?, tables);
     let mut sync = DataSync::new(store.clone());
     if let Some(change_log) = ChangeLog::from_env(&store) {
         tracing::info!(table = change_log.table(), "change log enabled");

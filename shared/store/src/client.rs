@@ -91,7 +91,7 @@ impl TlsRoots {
 /// assert_eq!(env.region, "eu-west-1");
 /// assert_eq!(env.endpoint.as_deref(), Some("http://127.0.0.1:8000"));
 /// assert_eq!(env.tls_roots, TlsRoots::Amazon);
-/// let client = env.client(cqrs_store::client::http_client(env.tls_roots));
+/// let client = env.client(cqrs_store::client::http_client(env.tls_roots).unwrap());
 /// assert_eq!(client.config().region().map(|r| r.as_ref()), Some("eu-west-1"));
 /// ```
 #[derive(Clone)]
@@ -174,7 +174,7 @@ impl ClientEnv {
     ///     (name != "CQRS_TLS_ROOTS").then(|| format!("value-of-{name}"))
     /// })
     /// .unwrap();
-    /// let client = env.client(http_client(env.tls_roots));
+    /// let client = env.client(http_client(env.tls_roots).unwrap());
     /// assert_eq!(client.config().retry_config().map(|r| r.max_attempts()), Some(3));
     /// ```
     pub fn client(&self, http: SharedHttpClient) -> Client {
@@ -201,22 +201,44 @@ impl ClientEnv {
 ///
 /// ```
 /// let http = cqrs_store::client::http_client(cqrs_store::client::TlsRoots::Amazon);
-/// # let _ = http;
+/// assert!(http.is_ok());
 /// ```
-pub fn http_client(roots: TlsRoots) -> SharedHttpClient {
+pub fn http_client(roots: TlsRoots) -> Result<SharedHttpClient, ConfigError> {
     let trust = match roots {
         TlsRoots::Amazon => TrustStore::empty().with_pem_certificate(AMAZON_ROOTS),
         TlsRoots::System => TrustStore::default(),
     };
-    aws_smithy_http_client::Builder::new()
+    // Never a silent fallback to another trust store: a context that does not build stops the
+    // function at start.
+    let tls = TlsContext::builder()
+        .with_trust_store(trust)
+        .build()
+        .map_err(|e| ConfigError::Tls(e.to_string()))?;
+    Ok(aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::rustls(CryptoMode::Ring))
-        .tls_context(
-            TlsContext::builder()
-                .with_trust_store(trust)
-                .build()
-                .unwrap_or_default(),
-        )
-        .build_https()
+        .tls_context(tls)
+        .build_https())
+}
+
+/// The function's DynamoDB client from its environment ([`ClientEnv::from_env`], [`http_client`],
+/// [`ClientEnv::client`]), each step a lap of `init`: `sdk_config`, `http_client`, `client`.
+///
+/// ```
+/// let mut init = cqrs_store::client::InitClock::start();
+/// match cqrs_store::client::client_from_env(&mut init) {
+///     Ok(_) => assert!(init.line().contains("client_us=")),
+///     // The doctest environment may lack a function's variables: nothing is timed then.
+///     Err(e) => assert!(e.to_string().starts_with("environment variable AWS_")),
+/// }
+/// ```
+pub fn client_from_env(init: &mut InitClock) -> Result<Client, ConfigError> {
+    let env = ClientEnv::from_env()?;
+    init.lap("sdk_config");
+    let http = http_client(env.tls_roots)?;
+    init.lap("http_client");
+    let client = env.client(http);
+    init.lap("client");
+    Ok(client)
 }
 
 /// The clock of a cold start: the time of each phase since the previous one, logged once as
@@ -333,7 +355,7 @@ mod tests {
         let port = not_tls_server();
         for roots in [None, Some("system")] {
             let env = env(&format!("https://127.0.0.1:{port}"), roots);
-            let client = env.client(http_client(env.tls_roots));
+            let client = env.client(http_client(env.tls_roots).unwrap());
             let config = client
                 .config()
                 .to_builder()

@@ -192,6 +192,9 @@ pub enum ConfigError {
         /// What it may hold.
         expected: &'static str,
     },
+    /// The HTTP client's TLS context could not be built.
+    #[error("the TLS context of the DynamoDB client could not be built: {0}")]
+    Tls(String),
 }
 
 /// What can go wrong in the store, translated from the SDK once.
@@ -324,7 +327,7 @@ where
 /// ```no_run
 /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 /// let env = cqrs_store::client::ClientEnv::from_env()?;
-/// let client = env.client(cqrs_store::client::http_client(env.tls_roots));
+/// let client = env.client(cqrs_store::client::http_client(env.tls_roots)?);
 /// let store = cqrs_store::Store::new(client, cqrs_store::Tables::from_env()?);
 /// let latest = store.latest_command_version("PRODUCT#t1", "P001").await?;
 /// # Ok(()) }
