@@ -40,7 +40,7 @@ pub mod pattern;
 pub mod route;
 pub mod settings;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cqrs_caller::{Caller, CallerMode, request_id, request_path};
 use cqrs_item::Item;
@@ -48,7 +48,7 @@ use cqrs_keys::{
     MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, generate_id, tenant_code, validate_partition_key,
     validate_sort_key,
 };
-use cqrs_model::Model;
+use cqrs_model::{Model, ModelErrors};
 use cqrs_problem::ApiError;
 use cqrs_store::{
     Store, StoreError,
@@ -73,28 +73,63 @@ pub const READ_SOURCE_HEADER: &str = "read-source";
 
 /// What the handler needs for every request: the store, where callers come from, and the entity
 /// model whose access patterns `/query/{pattern}` serves.
+///
+/// The model is parsed and checked on its first use, not at start: only `/query/{pattern}` reads
+/// it, so a container that serves item reads never pays for it (about 1 ms of a cold start at the
+/// release profile's `opt-level = "z"`, measured by `make bench`); the first pattern request of a
+/// container pays it instead, once, and logs `entity model loaded` with `load_micros`. The model
+/// is compiled in, and command-handler checks the same text at start, so a model that does not
+/// check never gets this far in a deployment: should it, pattern requests answer 500 and log the
+/// problems, while item reads go on.
 #[derive(Debug, Clone)]
 pub struct App {
     /// The DynamoDB store.
     pub store: Store,
     /// Claims, or local headers.
     pub caller_mode: CallerMode,
-    /// The entity model compiled into the function.
-    pub model: Arc<Model>,
+    model: Arc<OnceLock<Result<Model, ModelErrors>>>,
 }
 
 impl App {
-    /// The handler's state with the compiled-in entity model ([`Model::embedded`]).
+    /// The handler's state; the compiled-in entity model ([`Model::embedded`]) is loaded by the
+    /// first [`App::model`].
+    pub fn new(store: Store, caller_mode: CallerMode) -> Self {
+        App {
+            store,
+            caller_mode,
+            model: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Whether [`App::model`] has loaded the model yet (the first pattern request does).
+    pub fn model_is_loaded(&self) -> bool {
+        self.model.get().is_some()
+    }
+
+    /// The compiled-in entity model, parsed and checked the first time it is asked for (and timed
+    /// and logged then); every later call returns the same model.
     ///
     /// # Errors
     ///
-    /// When the compiled-in model does not check (the message names the entity and field).
-    pub fn new(store: Store, caller_mode: CallerMode) -> Result<Self, cqrs_model::ModelErrors> {
-        Ok(App {
-            store,
-            caller_mode,
-            model: Arc::new(Model::embedded()?),
-        })
+    /// When the compiled-in model does not check: each problem names the entity and field.
+    pub fn model(&self) -> Result<&Model, &ModelErrors> {
+        self.model
+            .get_or_init(|| {
+                let started = std::time::Instant::now();
+                let model = Model::embedded();
+                let load_micros = started.elapsed().as_micros();
+                match &model {
+                    Ok(model) => tracing::info!(
+                        revision = model.revision(),
+                        patterns = model.patterns().len(),
+                        load_micros,
+                        "entity model loaded"
+                    ),
+                    Err(errors) => tracing::error!(%errors, "the entity model does not check"),
+                }
+                model
+            })
+            .as_ref()
     }
 }
 
@@ -584,7 +619,9 @@ async fn list_pattern(
     name: &str,
     query: &lambda_http::aws_lambda_events::query_map::QueryMap,
 ) -> Result<Response<Body>, ApiError> {
-    let model = &reader.app.model;
+    let model = reader.app.model().map_err(|errors| {
+        ApiError::Internal(format!("the entity model does not check: {errors}"))
+    })?;
     let Some(pattern) = model.pattern(name) else {
         let known: Vec<&str> = model.patterns().iter().map(|p| p.name.as_str()).collect();
         return Err(ApiError::bad_field(

@@ -1,6 +1,7 @@
-//! The `query-handler` Lambda function: wiring only. The DynamoDB client, the configuration and
-//! the entity model are built once per cold start (each phase timed and logged once, see
-//! [`cqrs_store::client::InitClock`]); every request goes to [`query_handler::handle`].
+//! The `query-handler` Lambda function: wiring only. The DynamoDB client and the configuration
+//! are built once per cold start (each phase timed and logged once, see
+//! [`cqrs_store::client::InitClock`]); the entity model on the first `/query/{pattern}` request
+//! ([`query_handler::App::model`]); every request goes to [`query_handler::handle`].
 
 #![cfg_attr(
     not(test),
@@ -23,13 +24,7 @@ async fn main() -> Result<(), Error> {
     query_handler::access_log::init_from_env()?;
     init.lap("config");
     let client = client_from_env(&mut init)?;
-    let app = App::new(Store::new(client, tables), caller_mode)?;
-    init.lap("model");
-    tracing::info!(
-        revision = app.model.revision(),
-        patterns = app.model.patterns().len(),
-        "entity model loaded"
-    );
+    let app = App::new(Store::new(client, tables), caller_mode);
     init.log();
     let app = &app;
     lambda_http::run(service_fn(move |request: Request| async move {

@@ -76,6 +76,26 @@ fn ids(items: &[Value], attr: &str) -> Vec<String> {
         .collect()
 }
 
+/// The model is loaded by the first pattern request, not at start nor by an item read, and only
+/// once: every later request reads the same model.
+#[tokio::test]
+async fn the_model_is_loaded_once_by_the_first_pattern_request() {
+    let h = Harness::new().await;
+    h.seed_data("PRODUCT#t1", "p1", false).await;
+    assert!(!h.app.model_is_loaded());
+    let read = h.get(&USER_T1, "/items/PRODUCT%23t1/p1").await;
+    assert_eq!(read.status, 200, "{:?}", read.body);
+    assert!(!h.app.model_is_loaded(), "an item read loaded the model");
+    let answer = h.get(&USER_T1, "/query/products").await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert!(h.app.model_is_loaded());
+    let first = h.app.model().expect("the repository's model.toml checks");
+    assert_eq!(first, &cqrs_model::Model::example());
+    let again = h.get(&USER_T1, "/query/products").await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert!(std::ptr::eq(first, h.app.model().expect("loaded")));
+}
+
 #[tokio::test]
 async fn every_example_pattern_answers_its_items() {
     let h = Harness::new().await;

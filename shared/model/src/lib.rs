@@ -1,8 +1,9 @@
 //! The entity model: a team declares its entities, key templates, indexes and access patterns once,
 //! in `model.toml` at the repository root, and every write obeys it.
 //!
-//! The file is compiled into every binary ([`MODEL_TOML`]) and parsed and checked at start
-//! ([`Model::embedded`]): no file is read at run time, and a model with an error names the entity and
+//! The file is compiled into every binary ([`MODEL_TOML`]) and parsed and checked by
+//! [`Model::embedded`] (command-handler at start, query-handler on its first access-pattern
+//! request): no file is read at run time, and a model with an error names the entity and
 //! the field ([`ModelErrors`]). Pure: no AWS dependency; above the key crate, below the store and the
 //! functions.
 //!

@@ -424,7 +424,8 @@ impl Model {
         Ok((model, errors))
     }
 
-    /// The model at the repository root ([`MODEL_TOML`]), as every function loads it at start.
+    /// The model at the repository root ([`MODEL_TOML`]), as the functions load it (command-handler at
+    /// start, query-handler on its first access-pattern request).
     ///
     /// ```
     /// let model = cqrs_model::Model::embedded().unwrap();

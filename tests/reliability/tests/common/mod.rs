@@ -46,8 +46,7 @@ impl Stack {
         Stack {
             command: command_handler::App::new(store(&tables), mode)
                 .expect("the repository's model.toml checks"),
-            query: query_handler::App::new(store(&tables), mode)
-                .expect("the repository's model.toml checks"),
+            query: query_handler::App::new(store(&tables), mode),
             tables,
             mode,
         }
