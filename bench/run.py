@@ -12,7 +12,8 @@
    after two uncounted warm-up rounds: our three release binaries, each beside its hand-written floor
    (``floor-create``, ``floor-get``, ``floor-batch``: the same event, the same DynamoDB calls, the same
    response check), ``command-handler-system-roots`` (command-handler with ``CQRS_TLS_ROOTS=system``:
-   the system's TLS roots instead of the compiled-in ones), the echo ``bench-floor``, a Node echo and
+   the system's TLS roots instead of the compiled-in ones), ``query-handler-pattern`` (query-handler
+   answering ``GET /query/products`` first: the request that loads the entity model), the echo ``bench-floor``, a Node echo and
    the Node framework handler (``bench/node/handler.js``). Per pair: the ratio of medians ours/floor
    with a percentile bootstrap 95 % interval (2000 resamples, seeded). When every round would take
    the phase past ``BENCH_COLD_BUDGET_S`` (360 s, estimated from the warm-up round), the two Node
@@ -21,8 +22,14 @@
    run and reported as medians beside the measured init.
 3. ``warm``: each pair and the echo (and the Node handler unless ``BENCH_WARM_NODE=0``): one process
    serves ``BENCH_WARM_REQUESTS`` (200) + 1 events in sequence, the first dropped; per-request latency
-   p50 and p99, ratios ours/floor (bootstrap 95 % interval); ``BENCH_WARM_ROUNDS`` (5) rounds in
-   shuffled order, a new process each, samples pooled. Every response is checked.
+   p50 and p99, ratios ours/floor; ``BENCH_WARM_ROUNDS`` (20) rounds, a new process each, each of
+   our functions right before or after its floor (order drawn every round), samples pooled; the
+   95 % interval resamples whole processes (a process's requests are not independent). Every
+   response is checked.
+3b. ``instructions``: each pair and the echo under valgrind's callgrind (installed by bench.sh when
+   missing): instructions of one process serving 1 event (init, first request, stop) and of one
+   serving 1 + ``BENCH_INSTR_REQUESTS`` (50); the difference per extra request is one warm
+   request's work. ``BENCH_INSTR_RUNS`` (3) runs each, medians; a count, the same under any load.
 4. ``memory``: release data-sync on 100- and 1 000-record stream batches through the stand-in
    against fresh tables: peak RSS and the invocation's wall time; then Lambda's largest batch,
    10 000 records of about 500 bytes (inside the 6 MB invocation payload).
@@ -50,7 +57,7 @@
 
 Knobs (environment): ``BENCH_COLD_RUNS`` (default 100), ``BENCH_COLD_BUDGET_S`` (360),
 ``BENCH_COLD_NODE_EVERY`` (Node every k-th cold round; unset: chosen from the budget),
-``BENCH_WARM_ROUNDS`` (5), ``BENCH_WARM_REQUESTS`` (200), ``BENCH_WARM_NODE`` (1),
+``BENCH_WARM_ROUNDS`` (20), ``BENCH_WARM_REQUESTS`` (200), ``BENCH_INSTR_REQUESTS`` (50), ``BENCH_INSTR_RUNS`` (3), ``BENCH_WARM_NODE`` (1),
 ``BENCH_PROFILES`` (``release,release-s,release-o3``), ``BENCH_PROFILE_COLD_RUNS`` (40),
 ``BENCH_MEMORY_RUNS`` (5), ``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_BIG_BATCH_RUNS`` (2),
 ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_PATTERN_ITEMS`` (2000),
@@ -344,6 +351,17 @@ def get_event(sk: str) -> dict:
     return event
 
 
+def pattern_event() -> dict:
+    """``GET /query/products``: the tenant's products (the seeded item among them)."""
+    event = load_event("query-handler/14-query-items-of-order.json")
+    event["rawPath"] = "/query/products"
+    event["rawQueryString"] = ""
+    event["queryStringParameters"] = {}
+    event["pathParameters"] = {"pattern": "products"}
+    event["requestContext"]["http"]["path"] = "/query/products"
+    return event
+
+
 def stream_event(records: list[tuple[str, int]], pk: str = "PRODUCT#tenant001") -> dict:
     """A DynamoDB stream event of INSERT records of the sample's item shape: (sk base, version)."""
     template = load_event("data-sync/01-insert.json")["Records"][0]
@@ -382,9 +400,10 @@ def lambda_env(name: str, api: RuntimeApi, tables: dict[str, str]) -> dict[str, 
     }
 
 
-def invoke_once(api: RuntimeApi, argv: list[str], env: dict, events: list[dict], log, cwd: Path, timeout: float = 30) -> dict:
+def invoke_once(api: RuntimeApi, argv: list[str], env: dict, events: list[dict], log, cwd: Path, timeout: float = 30,
+                stop_signal: int = signal.SIGKILL) -> dict:
     """Spawns the function, serves it ``events`` one after the other, and stops it once it answered
-    them all (or failed)."""
+    them all (or failed), with ``stop_signal`` (SIGTERM lets valgrind write its counts)."""
     run = api.arm(*events)
     env = {**env, "AWS_LAMBDA_RUNTIME_API": api.address}
     t0 = time.perf_counter_ns()
@@ -400,7 +419,7 @@ def invoke_once(api: RuntimeApi, argv: list[str], env: dict, events: list[dict],
         if time.monotonic() > deadline:
             break
     if exited is None:
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(stop_signal)
         _, exited = os.waitpid(proc.pid, 0)
     proc.returncode = -9
     api.end()
@@ -465,13 +484,38 @@ def bootstrap_ratio(ours: list[float], floor: list[float], stat: Callable[[list[
         return out
     base = stat(floor)
     out["ratio"] = stat(ours) / base if base else float("nan")
-    if len(ours) < 2 or len(floor) < 2:
+    if len(ours) < 2 or len(floor) < 2 or resamples < 1:
         return out
     rng = random.Random(seed)
     ratios = []
     for _ in range(resamples):
         b = stat(rng.choices(floor, k=len(floor)))
         ratios.append(stat(rng.choices(ours, k=len(ours))) / b if b else float("inf"))
+    tail = (1 - level) / 2
+    out.update({"ci_low": quantile(ratios, tail), "ci_high": quantile(ratios, 1 - tail), "resamples": resamples})
+    return out
+
+
+def bootstrap_ratio_clustered(ours: list[list[float]], floor: list[list[float]],
+                              stat: Callable[[list[float]], float] = statistics.median,
+                              resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 17, level: float = 0.95) -> dict:
+    """``stat`` of the pooled samples, ours ÷ floor, with a percentile bootstrap interval that
+    resamples whole groups (one group = one process's requests): requests of one process share its
+    moment on the machine, so they are not independent, and drawing them one by one would make the
+    interval too narrow. Each resample draws every candidate's processes again with replacement and
+    pools their requests; seeded, standard library only."""
+    flat_ours = [x for g in ours for x in g]
+    flat_floor = [x for g in floor for x in g]
+    out = bootstrap_ratio(flat_ours, flat_floor, stat, resamples=0, seed=seed, level=level)
+    out.update({"groups_ours": len(ours), "groups_floor": len(floor), "clustered": True})
+    if len(ours) < 2 or len(floor) < 2:
+        return out
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        b = stat([x for g in rng.choices(floor, k=len(floor)) for x in g])
+        a = stat([x for g in rng.choices(ours, k=len(ours)) for x in g])
+        ratios.append(a / b if b else float("inf"))
     tail = (1 - level) / 2
     out.update({"ci_low": quantile(ratios, tail), "ci_high": quantile(ratios, 1 - tail), "resamples": resamples})
     return out
@@ -491,6 +535,9 @@ NODE = ["node-floor", "node-mbc"]
 # The command handler with the system's TLS root bundle (`CQRS_TLS_ROOTS=system`, as the SDK loaded them
 # before the roots were compiled in): what the compiled-in roots avoid.
 SYSTEM_ROOTS = "command-handler-system-roots"
+# query-handler answering an access pattern first: the request that loads the entity model (item reads
+# never do). A diagnostic beside query-handler's get, no floor of its own.
+PATTERN = "query-handler-pattern"
 
 
 def rust_candidates(bin_dir: Path, seed_sk: str, names: Optional[list[str]] = None) -> dict:
@@ -510,6 +557,8 @@ def rust_candidates(bin_dir: Path, seed_sk: str, names: Optional[list[str]] = No
         "query-handler": ("GET /items/{pk}/{sk} (the item exists)", "query-handler", get, check_status(200), {}),
         "floor-get": ("hand-written floor of the get: the same event, the same DynamoDB calls", "floor-get", get,
                       check_status(200), {}),
+        PATTERN: ("GET /query/products (a page of the tenant's products; loads the entity model first)", "query-handler",
+                  pattern_event, check_status(200), {}),
         "data-sync": ("stream batch of 1 INSERT (a new item)", "data-sync", batch, check_no_failures, {}),
         "floor-batch": ("hand-written floor of the batch: the same event, the same DynamoDB calls", "floor-batch",
                         batch, check_no_failures, {}),
@@ -552,7 +601,7 @@ def drop_missing(candidates: dict, phase: str) -> list[str]:
 
 
 def run_candidate(api: RuntimeApi, name: str, c: dict, tables: dict, events: list, logs: Path,
-                  timeout: float = 30, read_log: bool = True) -> dict:
+                  timeout: float = 30, read_log: bool = True, stop_signal: int = signal.SIGKILL) -> dict:
     """One process of candidate ``c`` serving ``events``; every response checked. With ``read_log``,
     the process's own log lines (appended to ``logs/<name>.log``) come back as ``log``."""
     log_path = logs / f"{name}.log"
@@ -560,7 +609,7 @@ def run_candidate(api: RuntimeApi, name: str, c: dict, tables: dict, events: lis
     wall = time.monotonic()
     with open(log_path, "ab") as log:
         env = {**lambda_env(name, api, tables), **c.get("env", {})}
-        r = invoke_once(api, c["argv"], env, events, log, NODE_DIR, timeout)
+        r = invoke_once(api, c["argv"], env, events, log, NODE_DIR, timeout, stop_signal)
     r["wall_s"] = time.monotonic() - wall
     r["problems"] = [c["check"](body) for body in r["responses"]]
     bad = [p for p in r["problems"] if p]
@@ -764,7 +813,7 @@ def phase_cold(results: dict, target: Path, api: RuntimeApi) -> None:
     breakdown = {name: init_breakdown(samples[name]) for name in candidates if name not in NODE}
     # The older per-start log line of the entity model, kept while a function still writes it.
     model_load = {}
-    for name in ("command-handler", "query-handler"):
+    for name in ("command-handler", "query-handler", PATTERN):
         model_us = [s["model_us"] for s in samples.get(name, []) if s.get("model_us") is not None]
         if model_us:
             model_load[name] = {"n": len(model_us), "median": statistics.median(model_us),
@@ -817,7 +866,7 @@ def serve_many(api: RuntimeApi, name: str, c: dict, tables: dict, logs: Path, re
 
 
 def phase_warm(results: dict, target: Path, api: RuntimeApi) -> None:
-    rounds = env_int("BENCH_WARM_ROUNDS", 5)
+    rounds = env_int("BENCH_WARM_ROUNDS", 20)
     requests = env_int("BENCH_WARM_REQUESTS", 200)
     with_node = os.environ.get("BENCH_WARM_NODE", "1") != "0"
     logs = WORK / "logs"
@@ -835,31 +884,118 @@ def phase_warm(results: dict, target: Path, api: RuntimeApi) -> None:
         r = serve_many(api, name, c, tables, logs, 20)
         if not r["ok"]:
             raise SystemExit(f"bench: {name} failed its warm-up: {r['error']} (log: {logs / (name + '.log')})")
-    pooled: dict[str, list[float]] = {n: [] for n in candidates}
+    # One process per candidate per round; each of our functions runs right before or right after its
+    # floor (the order drawn every round), so that the two share the machine's moment.
+    groups: dict[str, list[list[float]]] = {n: [] for n in candidates}
     failed = {n: 0 for n in candidates}
     messages: dict[str, list[str]] = {n: [] for n in candidates}
+    units = [[a, b] for a, b in PAIRS if a in candidates and b in candidates]
+    paired = {n for u in units for n in u}
+    units += [[n] for n in candidates if n not in paired]
     rng = random.Random(11)
     started = time.monotonic()
     for i in range(rounds):
-        order = list(candidates)
-        rng.shuffle(order)
+        rng.shuffle(units)
+        order = [n for u in units for n in rng.sample(u, len(u))]
         say(f"warm: round {i + 1}/{rounds}, {requests} requests per process (load {loadavg()})")
         for name in order:
             lat, bad, msg = warm_latencies(serve_many(api, name, candidates[name], tables, logs, requests))
-            pooled[name] += lat
+            groups[name].append(lat)
             failed[name] += bad
             messages[name] += msg
-    summary = {n: warm_summary(c["label"], pooled[n], failed[n], messages[n], rounds) for n, c in candidates.items()}
+    summary = {n: warm_summary(c["label"], [x for g in groups[n] for x in g], failed[n], messages[n], rounds)
+               for n, c in candidates.items()}
+    for n in summary:
+        summary[n]["process_p50_ms"] = [median_or_nan(g) for g in groups[n]]
     pairs = []
     for ours, floor in PAIRS:
         if ours in summary and floor in summary:
-            a, b = summary[ours]["samples_ms"], summary[floor]["samples_ms"]
+            a, b = groups[ours], groups[floor]
+            per_round = [median_or_nan(x) / median_or_nan(y) for x, y in zip(a, b) if x and y]
             pairs.append({"ours": ours, "floor": floor,
-                          "p50": bootstrap_ratio(a, b, statistics.median, seed=23),
-                          "p99": bootstrap_ratio(a, b, p99, seed=29)})
+                          "p50": bootstrap_ratio_clustered(a, b, statistics.median, seed=23),
+                          "p99": bootstrap_ratio_clustered(a, b, p99, seed=29),
+                          "round_p50_ratios": per_round,
+                          "rounds_ours_faster": sum(1 for x in per_round if x < 1)})
     out.update({"candidates": summary, "pairs": pairs, "duration_s": time.monotonic() - started,
                 "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "load_after": loadavg()})
     results["warm"] = out
+
+
+# ------------------------------------------------------------------------------- instructions ---
+
+
+def callgrind_total(path: Path) -> Optional[int]:
+    """The instruction count (``Ir``) of a callgrind output file: its ``summary:``/``totals:`` line."""
+    try:
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def phase_instructions(results: dict, target: Path, api: RuntimeApi) -> None:
+    """Instructions executed by each of our functions and its floor (valgrind's callgrind, every
+    thread of the process): one process serving 1 event (init, the first request and the stop), one
+    serving 1 + ``BENCH_INSTR_REQUESTS`` events; the difference divided by the extra requests is the
+    work of one warm request. A count, not a time: the same whatever else the machine is doing, so
+    it tells our work from the machine's noise where the timings of 2 and 2c cannot."""
+    requests = env_int("BENCH_INSTR_REQUESTS", 50)
+    runs = env_int("BENCH_INSTR_RUNS", 3)
+    out: dict = {"requests": requests, "runs": runs, "load_before": loadavg()}
+    valgrind = shutil.which("valgrind")
+    if not valgrind:
+        say("instructions: WARNING: valgrind is not installed: not measured")
+        results["instructions"] = {**out, "skipped": "valgrind is not installed", "load_after": loadavg()}
+        return
+    out["valgrind"] = command_output([valgrind, "--version"])
+    logs = WORK / "logs"
+    counts_dir = WORK / "callgrind"
+    for d in (logs, counts_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    tables = create_tables(target, "bench-instr")
+    seed_sk = seed_query_item(api, target, tables, logs)
+    names = [n for pair in PAIRS for n in pair] + [ECHO]
+    candidates = rust_candidates(target / "release", seed_sk, names)
+    out["missing"] = drop_missing(candidates, "instructions")
+    started = time.monotonic()
+    summary = {}
+    for name, c in candidates.items():
+        samples = []
+        for i in range(runs):
+            counts = {}
+            for count in (1, requests + 1):
+                path = counts_dir / f"{name}-{count}-{i}.out"
+                path.unlink(missing_ok=True)
+                under = {**c, "argv": [valgrind, "--tool=callgrind", f"--callgrind-out-file={path}", *c["argv"]]}
+                events = [c["event"]() for _ in range(count)]
+                r = run_candidate(api, f"{name}-callgrind", under, tables, events, logs, timeout=300,
+                                  read_log=False, stop_signal=signal.SIGTERM)
+                total = callgrind_total(path)
+                if not r["ok"] or total is None:
+                    raise SystemExit(f"bench: {name} under callgrind failed: {r['error'] or 'no count written'} "
+                                     f"(log: {logs / (name + '-callgrind.log')})")
+                counts[count] = total
+            samples.append({"first": counts[1], "per_request": (counts[requests + 1] - counts[1]) / requests})
+        say(f"instructions: {name}: first {statistics.median(x['first'] for x in samples):,.0f}, per warm request "
+            f"{statistics.median(x['per_request'] for x in samples):,.0f}")
+        summary[name] = {
+            "label": c["label"], "samples": samples,
+            "first_median": statistics.median(x["first"] for x in samples),
+            "per_request_median": statistics.median(x["per_request"] for x in samples),
+        }
+    pairs = []
+    for ours, floor in PAIRS:
+        if ours in summary and floor in summary:
+            a, b = summary[ours], summary[floor]
+            pairs.append({"ours": ours, "floor": floor,
+                          "first_ratio": a["first_median"] / b["first_median"],
+                          "per_request_ratio": a["per_request_median"] / b["per_request_median"]})
+    out.update({"candidates": summary, "pairs": pairs, "duration_s": time.monotonic() - started,
+                "load_after": loadavg()})
+    results["instructions"] = out
 
 
 # ----------------------------------------------------------------------------------- profiles ---
@@ -1304,7 +1440,7 @@ def report(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    phases = ["keys", "cold", "warm", "memory", "projection", "patterns", "sequences", "sizes", "profiles", "report"]
+    phases = ["keys", "cold", "warm", "instructions", "memory", "projection", "patterns", "sequences", "sizes", "profiles", "report"]
     only = [p.strip() for p in os.environ.get("BENCH_ONLY", "").split(",") if p.strip()]
     unknown = set(only) - set(phases)
     if unknown:
@@ -1329,6 +1465,8 @@ def main() -> None:
             phase_cold(results, target, api)
         if "warm" in chosen:
             phase_warm(results, target, api)
+        if "instructions" in chosen:
+            phase_instructions(results, target, api)
         if "memory" in chosen:
             say("memory: data-sync on 100 and 1 000 records")
             phase_memory(results, target, api)
@@ -1354,14 +1492,21 @@ def main() -> None:
     kept = []
     if kept_from:
         earlier = json.loads(Path(kept_from).read_text())
+        own = {"date": earlier.get("date"), "commit": earlier.get("machine", {}).get("git"),
+               "command": earlier.get("command")}
+        # A phase the earlier run had itself kept from a still earlier one keeps that run's label.
+        inherited = dict(earlier.get("kept_from") or {})
+        older = earlier.get("kept") or {}
+        for phase in older.get("phases") or []:
+            inherited.setdefault(phase, {k: older.get(k) for k in ("date", "commit", "command")})
+        labels = {}
         for phase in phases:
             if phase not in chosen and phase in earlier:
                 results[phase] = earlier[phase]
                 kept.append(phase)
-        results["kept"] = {
-            "phases": kept, "date": earlier.get("date"),
-            "commit": earlier.get("machine", {}).get("git"), "command": earlier.get("command"),
-        }
+                labels[phase] = inherited.get(phase) or own
+        results["kept"] = {"phases": kept, **own}
+        results["kept_from"] = labels
     (WORK / "results.json").write_text(json.dumps(results, indent=1, default=str))
     output = os.environ.get("BENCH_OUTPUT")
     if output:

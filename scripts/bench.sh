@@ -4,7 +4,7 @@
 #
 #   bash scripts/bench.sh
 #
-# It installs what it needs (Node.js/npm from apt when missing, the npm packages pinned in
+# It installs what it needs (Node.js/npm and valgrind from apt when missing, the npm packages pinned in
 # bench/node/package.json into .local/bench-node without a lock file, DynamoDB Local through
 # scripts/dynamodb-local.sh, cargo-lambda and zig through scripts/tools.sh), builds what it
 # measures, starts a private DynamoDB Local on 127.0.0.1, runs the measurements (bench/run.py), stops
@@ -21,7 +21,8 @@
 #   - the Rust benches (bench profile, `cargo bench --no-run`).
 #
 # The benches report, they do not assert: a slow figure is written down, not failed on.
-# Knobs (environment, all optional): BENCH_COLD_RUNS (100), BENCH_WARM_ROUNDS (5),
+# Knobs (environment, all optional): BENCH_COLD_RUNS (100), BENCH_WARM_ROUNDS (20),
+# BENCH_INSTR_REQUESTS (50), BENCH_INSTR_RUNS (3),
 # BENCH_PROFILES (release,release-s,release-o3: names of [profile.*] in Cargo.toml),
 # BENCH_PROFILE_COLD_RUNS (40), BENCH_MEMORY_RUNS (5), BENCH_PROJECTION_REPEATS (3), BENCH_ONLY
 # (e.g. "keys,cold": a partial run writes .local/bench/BENCHMARKS.partial.md, and builds only what
@@ -56,6 +57,15 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 echo "[bench] node $(node --version), npm $(npm --version 2>/dev/null)" >&2
 
+# wants <phase>: whether this run measures it (all phases unless BENCH_ONLY names some).
+wants() { [[ -z ${BENCH_ONLY:-} || ",${BENCH_ONLY// /}," == *",$1,"* ]]; }
+
+if wants instructions && ! command -v valgrind >/dev/null 2>&1; then
+    step "valgrind (the instructions phase counts with callgrind)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+fi
+
 step "the Node side: bench/node/package.json (exact versions) into .local/bench-node"
 NODE_DIR=.local/bench-node
 mkdir -p "$NODE_DIR"
@@ -80,8 +90,6 @@ FUNCTION_BINS=(--bin command-handler --bin query-handler --bin data-sync)
 REFERENCE_BINS=(--bin floor-create --bin floor-get --bin floor-batch --bin bench-floor)
 IFS=, read -r -a PROFILES <<<"${BENCH_PROFILES:-release,release-s,release-o3}"
 PROFILES=("${PROFILES[@]// /}")
-# wants <phase>: whether this run measures it (all phases unless BENCH_ONLY names some).
-wants() { [[ -z ${BENCH_ONLY:-} || ",${BENCH_ONLY// /}," == *",$1,"* ]]; }
 # The other profiles are built only when their phase runs.
 wants profiles || PROFILES=(release)
 TARGET=$(cargo metadata --no-deps --format-version 1 |
