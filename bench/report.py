@@ -1036,7 +1036,7 @@ def render(r: dict) -> str:
     sections.append(
         "## Reproduce\n\n"
         "```sh\nmake bench          # = bash scripts/bench.sh\n```\n\n"
-        "Needs the Rust toolchain, Python 3 and root or sudo for `apt-get` (Node.js/npm and Java 17 when missing). The "
+        "Needs the Rust toolchain, Python 3 and root or sudo for `apt-get` (Node.js/npm, Java 17 and valgrind when missing). The "
         "command installs the pinned npm packages (`bench/node/package.json`) into `.local/bench-node`, DynamoDB Local "
         "into `.local/` (`scripts/dynamodb-local.sh`), cargo-lambda and zig into `.venv` (`scripts/tools.sh`); builds the "
         "release binaries (x86_64 for the runs, arm64 for the sizes; the same for every profile of `BENCH_PROFILES`); starts a private DynamoDB Local on 127.0.0.1; "
