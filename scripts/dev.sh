@@ -73,7 +73,8 @@ down() {
     stop_service functions
     # shellcheck source=scripts/dynamodb-local.sh
     source scripts/dynamodb-local.sh
-    ddb_local_stop
+    # The stack's state folder holds only its own instance: stop it whatever port it was given.
+    DDB_LOCAL_PORT='' ddb_local_stop
 }
 
 status() {

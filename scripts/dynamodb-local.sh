@@ -6,6 +6,7 @@
 #   scripts/dynamodb-local.sh start     # background process on 127.0.0.1
 #   scripts/dynamodb-local.sh status
 #   scripts/dynamodb-local.sh stop
+#   DDB_LOCAL_PORT=8000 scripts/dynamodb-local.sh start|status|stop   # the one on that port only
 #
 # Sourced by another bash script (a fresh, private process per test run):
 #   source scripts/dynamodb-local.sh
@@ -351,10 +352,37 @@ ddb_local_start() {
 	_ddb_say "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB"
 }
 
-# Stop the DynamoDB Local started by this shell (or recorded in the pid file).
+# The pid file of this checkout's DynamoDB Local on port $1 (the default one or
+# a concurrent run's); fails when none of them names that port.
+_ddb_pid_file_for_port() {
+	local f
+	for f in "$_DDB_DEFAULT_PID_FILE" "$DDB_LOCAL_DIR"/dynamodb-local.*.pid; do
+		[[ -f $f && $(_ddb_port_of_pidfile "$f") == "$1" ]] && { echo "$f"; return 0; }
+	done
+	return 1
+}
+
+# The pid file a command of a new shell acts on: with DDB_LOCAL_PORT, the one
+# of the instance on that port (never another one's); else the default one.
+_ddb_target_pid_file() {
+	if [[ -n ${DDB_LOCAL_PID_FILE:-} ]]; then
+		echo "$DDB_LOCAL_PID_FILE"
+	elif [[ -n ${DDB_LOCAL_PORT:-} ]]; then
+		_ddb_pid_file_for_port "$DDB_LOCAL_PORT"
+	else
+		echo "$_DDB_DEFAULT_PID_FILE"
+	fi
+}
+
+# Stop the DynamoDB Local started by this shell (or recorded in the pid file:
+# with DDB_LOCAL_PORT, the one on that port).
 # Idempotent and safe in an EXIT trap: never fails, never exits the shell.
 ddb_local_stop() {
-	local pid_file=${DDB_LOCAL_PID_FILE:-$_DDB_DEFAULT_PID_FILE}
+	local pid_file
+	if ! pid_file=$(_ddb_target_pid_file); then
+		_ddb_say "not running on port $DDB_LOCAL_PORT (no pid file of this checkout names it)"
+		return 0
+	fi
 	local pid=${DDB_LOCAL_PID:-}
 	if [[ -z $pid && -f $pid_file ]]; then
 		pid=$(_ddb_pid_of_pidfile "$pid_file")
@@ -387,8 +415,8 @@ ddb_local_stop() {
 
 # Print state; returns 0 when running and answering.
 ddb_local_status() {
-	local pid_file=${DDB_LOCAL_PID_FILE:-$_DDB_DEFAULT_PID_FILE} pid port
-	if [[ ! -f $pid_file ]]; then
+	local pid_file pid port
+	if ! pid_file=$(_ddb_target_pid_file) || [[ ! -f $pid_file ]]; then
 		echo "stopped"
 		return 1
 	fi

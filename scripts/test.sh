@@ -47,6 +47,8 @@ stop_everything() {
 }
 trap stop_everything EXIT
 ddb_local_start
+# Two more instances of its own, each stopped by its port while this run's own keeps answering.
+bash scripts/dynamodb-local-test.sh
 
 step "tests (unit, integration against DynamoDB Local, doctests)"
 cargo test --workspace --locked --exclude reliability
