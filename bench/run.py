@@ -66,7 +66,8 @@ instead of BENCHMARKS.md), ``BENCH_KEEP`` (an earlier run's ``results.json``: th
 not measure are taken from it and labelled with its date and commit; then BENCHMARKS.md is written),
 ``BENCH_OUTPUT`` (the report's path), ``BENCH_COMMAND`` (the command
 named in the report). A missing binary of a floor or candidate is skipped with a warning, not fatal.
-Raw results go to ``.local/bench/results.json``. Everything talks to 127.0.0.1 only.
+Raw results go to ``.local/bench/results.json`` beside BENCHMARKS.md, to ``results.partial.json``
+for a partial or redirected run (which so never overwrites the results of the report). Everything talks to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -1507,7 +1508,6 @@ def main() -> None:
                 labels[phase] = inherited.get(phase) or own
         results["kept"] = {"phases": kept, **own}
         results["kept_from"] = labels
-    (WORK / "results.json").write_text(json.dumps(results, indent=1, default=str))
     output = os.environ.get("BENCH_OUTPUT")
     if output:
         out_path = Path(output)
@@ -1515,6 +1515,10 @@ def main() -> None:
         out_path = WORK / "BENCHMARKS.partial.md"
     else:
         out_path = ROOT / "BENCHMARKS.md"
+    # The results behind BENCHMARKS.md stay in results.json (what BENCH_KEEP takes); a partial or
+    # redirected run writes results.partial.json and never overwrites them.
+    raw = "results.json" if out_path == ROOT / "BENCHMARKS.md" else "results.partial.json"
+    (WORK / raw).write_text(json.dumps(results, indent=1, default=str))
     report(results, out_path)
 
 
