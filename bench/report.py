@@ -451,12 +451,17 @@ def _instructions_section(r: dict) -> str:
 def _settings(table: Optional[dict]) -> str:
     if not table:
         return "not in Cargo.toml"
-    items = []
-    for key, value in table.items():
-        if isinstance(value, dict):
-            continue  # per-package overrides
-        items.append(f"{key}={value!r}".replace("'", '"') if isinstance(value, str) else f"{key}={str(value).lower()}")
-    return "`" + ", ".join(items) + "`" if items else "(defaults)"
+    def setting(key: str, value) -> str:
+        return f"{key}={value!r}".replace("'", '"') if isinstance(value, str) else f"{key}={str(value).lower()}"
+
+    items = [setting(k, v) for k, v in table.items() if not isinstance(v, dict)]
+    text = "`" + ", ".join(items) + "`" if items else "(defaults)"
+    # Per-package overrides ([profile.<P>.package.<crate>]); a profile that inherits keeps them.
+    overrides = [f"`{crate}`: `{', '.join(setting(k, v) for k, v in o.items())}`"
+                 for crate, o in (table.get("package") or {}).items() if isinstance(o, dict)]
+    if overrides:
+        text += "; per package: " + "; ".join(overrides)
+    return text
 
 
 def _profiles_section(r: dict) -> str:
@@ -488,7 +493,8 @@ def _profiles_section(r: dict) -> str:
     parts = [
         "## 4b. Release profiles: size and speed",
         f"Each Cargo profile of `BENCH_PROFILES` ({', '.join(f'`{p}`' for p in pr['names'])}), its settings as "
-        "written in the root `Cargo.toml`. Size: the arm64 bootstrap of `cargo lambda build --profile <P> --arm64` "
+        "written in the root `Cargo.toml` (a profile that `inherits` another also keeps that one's per-package "
+        "overrides, as Cargo documents). Size: the arm64 bootstrap of `cargo lambda build --profile <P> --arm64` "
         f"(`target/lambda-profiles/<P>/<bin>/bootstrap`), goal at most {_mib2(goal)} ({goal:,} bytes) each. Speed: "
         "the x86_64 binaries of `cargo build --profile <P>` (`target/<P>/`, `target/release/` for `release`): cold "
         f"path median over {pr['cold_runs']} runs per function, all profiles and functions interleaved in shuffled "
