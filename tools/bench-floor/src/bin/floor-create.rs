@@ -198,7 +198,7 @@ async fn create(
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")
         .to_string();
     let attributes = body.get("attributes").cloned().unwrap_or(json!({}));
-    let row = HashMap::from([
+    let mut row = HashMap::from([
         ("pk".to_string(), s(pk)),
         ("sk".to_string(), s(&format!("{sk}@1"))),
         ("id".to_string(), s(&id)),
@@ -225,7 +225,6 @@ async fn create(
         ),
         ("source".to_string(), s("POST /commands")),
     ]);
-    let mut row = row;
     if let Some(days) = ttl_days {
         let expires = chrono::Utc::now().timestamp() + days * 86_400;
         row.insert("ttl".to_string(), AttributeValue::N(expires.to_string()));
