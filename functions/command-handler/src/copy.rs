@@ -34,7 +34,7 @@ use cqrs_store::query::{PageKey, PartitionQuery, SortKeyRange};
 use serde::{Deserialize, Serialize};
 
 use crate::input::{CommandInput, Patch};
-use crate::publish::{Audit, Mode, Published, publish_command};
+use crate::publish::{Audit, HeadKnowledge, Mode, Published, publish_command, read_latest};
 use crate::{App, entity};
 
 /// Items per request when the body names no `limit`.
@@ -198,7 +198,8 @@ async fn copy_one(
 ) -> Result<Outcome, ApiError> {
     let sk = source.sk.as_str();
     let id = cqrs_keys::generate_id(target_pk, sk);
-    let latest = app.store.latest_version(target_pk, sk).await?;
+    let heads = crate::heads::knowledge(app).await?;
+    let latest = read_latest(&app.store, target_pk, sk, heads).await?;
     let previous = match latest {
         None => None,
         Some(version) => {
@@ -244,8 +245,10 @@ async fn copy_one(
         sequence: None,
         seq: None,
         source: Some(marker(source)),
+        fresh_id: false,
     };
-    let written = match publish(app, &mut input, audit).await {
+    // The latest version just read is what the write builds on: no second read of the head.
+    let written = match publish(app, &mut input, audit, HeadKnowledge::Latest(latest)).await {
         Ok(version) => version,
         // Someone wrote the tenant's item between our read and our write: theirs stands.
         Err(ApiError::VersionConflict {
@@ -280,7 +283,7 @@ async fn copy_one(
             source: Some(marker(source)),
             ..input
         };
-        publish(app, &mut record, audit).await?;
+        publish(app, &mut record, audit, heads).await?;
     }
     tracing::info!(tenant, %id, version = written, "master data copied");
     Ok(match previous {
@@ -291,12 +294,17 @@ async fn copy_one(
 
 /// Publishes one copy command through the model and the normal versioned path; answers the
 /// version written.
-async fn publish(app: &App, input: &mut CommandInput, audit: &Audit) -> Result<i64, ApiError> {
+async fn publish(
+    app: &App,
+    input: &mut CommandInput,
+    audit: &Audit,
+    heads: HeadKnowledge,
+) -> Result<i64, ApiError> {
     let entity = entity::resolve(&app.model, input, &audit.caller, Mode::Replace, &audit.now)?;
     crate::ttl_policy::apply(app, input, entity).await?;
-    match publish_command(&app.store, input, Mode::Replace, audit, entity, None).await? {
+    match publish_command(&app.store, input, Mode::Replace, audit, entity, None, heads).await? {
         Published::Stored(item) => Ok(item.version),
-        Published::KeyTaken => Err(ApiError::Internal(
+        Published::Replay(_) | Published::KeyTaken => Err(ApiError::Internal(
             "an idempotency key was taken without one being used".into(),
         )),
     }

@@ -136,6 +136,7 @@ pub fn resolve<'m>(
         };
     }
     let creates = input.version == 0 || (input.version == VERSION_LATEST && mode == Mode::Replace);
+    let mut fresh = None;
     if creates && let Some(id) = &entity.id {
         if matches!(input.attributes, Patch::Absent | Patch::Null) {
             input.attributes = Patch::Value(Map::new());
@@ -143,7 +144,9 @@ pub fn resolve<'m>(
         if let Patch::Value(map) = &mut input.attributes
             && !map.contains_key(id)
         {
-            map.insert(id.clone(), Value::String(new_ulid()));
+            let ulid = new_ulid();
+            fresh = Some(ulid.clone());
+            map.insert(id.clone(), Value::String(ulid));
         }
     }
     let empty = Map::new();
@@ -175,6 +178,8 @@ pub fn resolve<'m>(
             refuse(e)
         }
     })?;
+    // A key that holds the ULID made just now names an item no one can have written before.
+    input.fresh_id = fresh.is_some_and(|ulid| pk.contains(&ulid) || sk.contains(&ulid));
     input.pk = pk;
     input.sk = sk;
     Ok(Some(ModelEntity { entity, revision }))

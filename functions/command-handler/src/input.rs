@@ -107,6 +107,10 @@ pub struct CommandInput {
     /// The `source` recorded on the version; `None`: the route's (`POST /commands`). Never from
     /// the body: the master-data copy marks its versions with it.
     pub source: Option<String>,
+    /// The server made the item's id for this command (a new ULID, [`crate::entity::resolve`]):
+    /// no version of it can be stored anywhere, so a create needs no read even while the
+    /// deployment's heads are not complete. Never from the body.
+    pub fresh_id: bool,
 }
 
 /// Parses and validates a command body. `for_patch` refuses `version: 0` (a patch needs a stored
@@ -223,6 +227,7 @@ pub fn parse_command(body: &str, for_patch: bool) -> Result<CommandInput, ApiErr
         sequence,
         seq: None,
         source: None,
+        fresh_id: false,
     };
     if let Some(sequence) = &input.sequence {
         if input.version != 0 || for_patch {

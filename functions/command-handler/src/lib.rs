@@ -24,6 +24,8 @@
 
 pub mod copy;
 pub mod entity;
+pub mod fingerprint;
+pub mod heads;
 pub mod input;
 pub mod publish;
 pub mod sequence;
@@ -68,6 +70,8 @@ pub struct App {
     pub model: std::sync::Arc<cqrs_model::Model>,
     /// TTL policies read by this warm container ([`ttl_policy`]).
     pub ttl_policies: std::sync::Arc<ttl_policy::PolicyCache>,
+    /// The deployment's heads state as this warm container last read it ([`heads`]).
+    pub heads: std::sync::Arc<heads::HeadsCache>,
 }
 
 impl App {
@@ -82,6 +86,7 @@ impl App {
             caller_mode,
             model: std::sync::Arc::new(cqrs_model::Model::embedded()?),
             ttl_policies: Default::default(),
+            heads: Default::default(),
         })
     }
 }
@@ -167,8 +172,14 @@ async fn handle_command(
     cqrs_keys::validate_derived_keys(&input.pk, &input.sk)
         .map_err(|e| ApiError::bad_field("sk", e))?;
     caller.authorize_write(&input.pk)?;
-    ttl_policy::apply(app, &mut input, entity).await?;
     let idempotency_key = idempotency_key(request)?;
+    // Both cached per container: on a warm container neither reads.
+    let (policy, heads) = tokio::join!(
+        ttl_policy::apply(app, &mut input, entity),
+        heads::knowledge(app)
+    );
+    policy?;
+    let heads = heads?;
     let audit = Audit {
         ip: source_ip(request),
         request_id: idempotency_key.unwrap_or(request_id).to_string(),
@@ -177,36 +188,62 @@ async fn handle_command(
     };
     let Some(key) = idempotency_key else {
         draw_into(app, &mut input, &audit).await?;
-        return match publish_command(&app.store, &input, mode, &audit, entity, None).await? {
+        return match publish_command(&app.store, &input, mode, &audit, entity, None, heads).await? {
             Published::Stored(item) => Ok(stored(request_id, &item)),
-            Published::KeyTaken => Err(ApiError::Internal(
+            Published::Replay(_) | Published::KeyTaken => Err(ApiError::Internal(
                 "an idempotency key was taken without one being used".into(),
             )),
         };
     };
     let record = IdempotencyRecord {
         key: scoped_key(&audit.caller, key),
-        fingerprint: fingerprint(request.method(), body),
+        fingerprint: fingerprint::of(request.method(), body),
         item_pk: String::new(),
         item_sk: String::new(),
         item_id: String::new(),
         version: 0,
         ttl: chrono::Utc::now().timestamp() + IDEMPOTENCY_TTL_SECONDS,
     };
-    if let Some(first) = app.store.get_idempotency(&record.key).await? {
-        return replay(&first, &record);
+    // The record is written in the command's transaction, whose failed condition returns an
+    // earlier request's record: no read in front. Except for a command that draws a sequence
+    // number: the draw comes before the transaction, and a retry must never draw a second one.
+    if input.sequence.is_some()
+        && let Some(first) = app.store.get_idempotency(&record.key).await?
+    {
+        return replay(&first, request.method(), body);
     }
     draw_into(app, &mut input, &audit).await?;
-    match publish_command(&app.store, &input, mode, &audit, entity, Some(&record)).await? {
-        Published::Stored(item) => Ok(stored(request_id, &item)),
+    let published = publish_command(
+        &app.store,
+        &input,
+        mode,
+        &audit,
+        entity,
+        Some(&record),
+        heads,
+    )
+    .await;
+    match published {
+        Ok(Published::Stored(item)) => Ok(stored(request_id, &item)),
+        Ok(Published::Replay(first)) => replay(&first, request.method(), body),
         // A concurrent request with the same key won: answer as a retry of it.
-        Published::KeyTaken => match app.store.get_idempotency(&record.key).await? {
-            Some(first) => replay(&first, &record),
+        Ok(Published::KeyTaken) => match app.store.get_idempotency(&record.key).await? {
+            Some(first) => replay(&first, request.method(), body),
             None => Err(ApiError::Unavailable(
                 "a concurrent request with this Idempotency-Key did not leave its record; retry"
                     .into(),
             )),
         },
+        // Refused by the version rules before the transaction: a retry of a request that was
+        // written is refused so too (its version now exists), and its record says so. The read
+        // is on this refusal path only.
+        Err(refusal @ (ApiError::VersionConflict { .. } | ApiError::NotFound(_))) => {
+            match app.store.get_idempotency(&record.key).await? {
+                Some(first) => replay(&first, request.method(), body),
+                None => Err(refusal),
+            }
+        }
+        Err(other) => Err(other),
     }
 }
 
@@ -403,8 +440,13 @@ fn stored(request_id: &str, item: &cqrs_item::Item) -> Response<Body> {
     accepted(&Accepted::from(item), false)
 }
 
-fn replay(first: &IdempotencyRecord, this: &IdempotencyRecord) -> Result<Response<Body>, ApiError> {
-    if first.fingerprint != this.fingerprint {
+/// The answer to a retry: the first request's result, when the retry is the same request.
+fn replay(
+    first: &IdempotencyRecord,
+    method: &Method,
+    body: &str,
+) -> Result<Response<Body>, ApiError> {
+    if !fingerprint::matches(&first.fingerprint, method, body) {
         return Err(ApiError::IdempotencyKeyReused(
             "this Idempotency-Key was already used with a different request".into(),
         ));
@@ -520,34 +562,13 @@ fn scoped_key(caller: &Caller, key: &str) -> String {
     hex(&digest.finalize())
 }
 
-/// A digest of the request: the method and the body as parsed JSON (so whitespace and member
-/// order do not matter).
-fn fingerprint(method: &Method, body: &str) -> String {
-    let canonical = serde_json::from_str::<serde_json::Value>(body)
-        .map(|v| v.to_string())
-        .unwrap_or_else(|_| body.to_string());
-    let mut digest = Sha256::new();
-    digest.update(method.as_str().as_bytes());
-    digest.update([0]);
-    digest.update(canonical.as_bytes());
-    hex(&digest.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fingerprint_ignores_layout_not_content() {
-        let a = fingerprint(&Method::POST, r#"{"a":1,"b":2}"#);
-        assert_eq!(a, fingerprint(&Method::POST, "{ \"b\": 2,\n \"a\": 1 }"));
-        assert_ne!(a, fingerprint(&Method::PATCH, r#"{"a":1,"b":2}"#));
-        assert_ne!(a, fingerprint(&Method::POST, r#"{"a":1,"b":3}"#));
-    }
 
     #[test]
     fn scoped_keys_separate_callers() {

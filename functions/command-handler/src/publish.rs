@@ -1,6 +1,25 @@
-//! Publishing a command: choosing the version to write from the item's head record, building the
-//! item with its audit fields, and writing it with the head (and the idempotency record, when there
-//! is one) in one transaction.
+//! Publishing a command: choosing the version to write, building the item with its audit fields,
+//! and writing it with the item's head record (and the idempotency record, when there is one) in
+//! one conditional transaction.
+//!
+//! The transaction's conditions are the version rules' checks, so the reads in front of it are
+//! only those the new version needs (sequential DynamoDB round trips, the TTL policy and the heads
+//! state cached per container, as the `round_trips` test counts them):
+//!
+//! | command | reads before the transaction | round trips |
+//! | --- | --- | --- |
+//! | create (`version: 0`) | none: `attribute_not_exists` on the head | 1 |
+//! | `version: N` (POST, PATCH) | the base version's row (its `createdAt`, `createdBy`, `createdIp`, `seq`; for PATCH its content) | 2 |
+//! | `version: -1` | the head, then the base row | 3 |
+//!
+//! A failed head condition returns the current head (`ALL_OLD`), so a 409 names
+//! `currentVersion` without a read; a failed idempotency condition returns the first request's
+//! record, so a retry is answered from it without a read.
+//!
+//! All of this holds when the deployment's heads are complete ([`HeadKnowledge::Complete`]).
+//! Until they are, an item may have versions but no head, so each command reads (and if
+//! needed seeds) the head first ([`Store::latest_version`]); a create by entity whose id the
+//! server made just now (a new ULID) skips that read even then.
 
 use cqrs_caller::Caller;
 use cqrs_item::{Item, MAX_ITEM_BYTES, check_limits};
@@ -36,6 +55,30 @@ impl Mode {
     }
 }
 
+/// What the handler knows of the item's head before it publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadKnowledge {
+    /// Every item of the deployment has a head: a missing head means a new item, and the
+    /// transaction's head condition is the version check.
+    Complete,
+    /// Items may lack a head (the heads state is not `complete`): read the head, seeding it from
+    /// the stored versions when it is missing, before choosing the version.
+    Incomplete,
+    /// The caller has just read the item's latest version (the master-data copy).
+    Latest(Option<i64>),
+}
+
+impl HeadKnowledge {
+    /// From the deployment's heads state.
+    pub fn of(state: cqrs_store::HeadsState) -> Self {
+        if state.is_complete() {
+            HeadKnowledge::Complete
+        } else {
+            HeadKnowledge::Incomplete
+        }
+    }
+}
+
 /// Who wrote, from where, and under which request id.
 #[derive(Debug, Clone)]
 pub struct Audit {
@@ -54,16 +97,34 @@ pub struct Audit {
 pub enum Published {
     /// The new version, stored.
     Stored(Box<Item>),
-    /// Nothing was written: a concurrent request took the idempotency key first. Answer from its
-    /// record.
+    /// Nothing was written: an earlier request holds the idempotency key, and this is its record
+    /// (returned by the failed condition). Answer from it.
+    Replay(Box<IdempotencyRecord>),
+    /// Nothing was written: a concurrent request took the idempotency key first, and its record
+    /// could not be read from the failed condition. Read it and answer from it.
     KeyTaken,
+}
+
+/// The latest version of an item: its head alone when the deployment's heads are complete, else
+/// the head seeded from the stored versions when missing ([`Store::latest_version`]).
+pub async fn read_latest(
+    store: &Store,
+    pk: &str,
+    sk: &str,
+    heads: HeadKnowledge,
+) -> Result<Option<i64>, ApiError> {
+    Ok(match heads {
+        HeadKnowledge::Latest(latest) => latest,
+        HeadKnowledge::Complete => store.get_head(pk, sk).await?,
+        HeadKnowledge::Incomplete => store.latest_version(pk, sk).await?,
+    })
 }
 
 /// Writes the command as a new version; returns the stored item.
 ///
-/// The version rules read the item's head record (one read; seeded from the stored versions when
-/// the item has none), never the command rows alone, so a version whose row expired or was
-/// deleted is still known and never written again.
+/// The version rules are checked by the transaction's condition on the item's head record (never
+/// by the command rows alone), so a version whose row expired or was deleted is still known and
+/// never written again.
 pub async fn publish_command(
     store: &Store,
     input: &CommandInput,
@@ -71,9 +132,21 @@ pub async fn publish_command(
     audit: &Audit,
     entity: Option<ModelEntity<'_>>,
     idempotency: Option<&IdempotencyRecord>,
+    heads: HeadKnowledge,
 ) -> Result<Published, ApiError> {
     let latest_wanted = input.version == VERSION_LATEST;
     let attempts = if latest_wanted { LATEST_RETRIES } else { 1 };
+    // A key holding a ULID made for this command names an item with no stored version.
+    let mut heads = if input.fresh_id {
+        HeadKnowledge::Latest(None)
+    } else {
+        heads
+    };
+    // What to read when what was known goes stale: the deployment's state, or the safe read.
+    let reread = match heads {
+        HeadKnowledge::Latest(_) => HeadKnowledge::Incomplete,
+        other => other,
+    };
     let mut last_seen = None;
     for attempt in 0..attempts {
         if attempt > 0 {
@@ -81,13 +154,7 @@ pub async fn publish_command(
             // that the losers do not collide again in lockstep.
             tokio::time::sleep(backoff(attempt)).await;
         }
-        let latest = store.latest_version(&input.pk, &input.sk).await?;
-        last_seen = latest;
-        let previous = previous_version(input, mode, latest)?;
-        let base = match previous {
-            Some(previous) => load_base(store, input, mode, previous).await?,
-            None => None,
-        };
+        let (previous, base) = plan(store, input, mode, heads).await?;
         let item = build_item(input, mode, previous, base.as_ref(), audit, entity)?;
         let record = idempotency.map(|r| IdempotencyRecord {
             item_pk: item.pk.clone(),
@@ -98,11 +165,19 @@ pub async fn publish_command(
         });
         match store.write_version(&item, previous, record.as_ref()).await {
             Ok(()) => return Ok(Published::Stored(Box::new(item))),
+            Err(StoreError::IdempotencyReplay(first)) => return Ok(Published::Replay(first)),
             Err(StoreError::IdempotencyKeyTaken(_)) => return Ok(Published::KeyTaken),
-            // Another writer moved the head (or a transaction got in the way): try again on the
-            // new latest version.
-            Err(StoreError::StaleVersion { latest, .. }) if latest_wanted => last_seen = latest,
-            Err(StoreError::WriteConflict(_)) if latest_wanted => {}
+            // Another writer moved the head: try again on the version the failed condition
+            // returned, without reading it.
+            Err(StoreError::StaleVersion { latest, .. }) if latest_wanted => {
+                last_seen = latest;
+                heads = match latest {
+                    Some(_) => HeadKnowledge::Latest(latest),
+                    None => reread,
+                };
+            }
+            // A transaction got in the way: read the head again.
+            Err(StoreError::WriteConflict(_)) if latest_wanted => heads = reread,
             Err(StoreError::StaleVersion { latest, .. }) => {
                 return Err(stale(input, latest));
             }
@@ -114,7 +189,7 @@ pub async fn publish_command(
                         "version {} of {} already exists in the command table",
                         item.version, item.id
                     ),
-                    current_version: latest.max(Some(item.version)),
+                    current_version: previous.max(Some(item.version)),
                 });
             }
             Err(other) => return Err(other.into()),
@@ -127,6 +202,44 @@ pub async fn publish_command(
         ),
         current_version: last_seen,
     })
+}
+
+/// The version the command builds on (`None`: it creates the item) and that version's stored
+/// content, with only the reads the version rules and the new version need.
+async fn plan(
+    store: &Store,
+    input: &CommandInput,
+    mode: Mode,
+    heads: HeadKnowledge,
+) -> Result<(Option<i64>, Option<Item>), ApiError> {
+    let version = input.version;
+    if version == 0 {
+        // A create: with complete heads, the head's `attribute_not_exists` is the whole check.
+        let latest = match heads {
+            HeadKnowledge::Complete => None,
+            other => read_latest(store, &input.pk, &input.sk, other).await?,
+        };
+        return Ok((previous_version(input, mode, latest)?, None));
+    }
+    if version != VERSION_LATEST && heads == HeadKnowledge::Complete {
+        // Version N: its row is the only read; the head's `latest = N` condition checks that N
+        // is the latest (and a failed one names the latest).
+        let base = stored_base(store, input, version).await?;
+        if base.is_none() && mode == Mode::Merge {
+            // Nothing to merge into: say whether N never existed or its row is gone.
+            let latest = store.get_head(&input.pk, &input.sk).await?;
+            previous_version(input, mode, latest)?;
+            return Err(no_longer_stored(input, version));
+        }
+        return Ok((Some(version), base));
+    }
+    let latest = read_latest(store, &input.pk, &input.sk, heads).await?;
+    let previous = previous_version(input, mode, latest)?;
+    let base = match previous {
+        Some(previous) => load_base(store, input, mode, previous).await?,
+        None => None,
+    };
+    Ok((previous, base))
 }
 
 /// The version the command builds on (`None`: it creates the item), by the version rules, given
@@ -152,10 +265,7 @@ fn previous_version(
         },
         (VERSION_LATEST, Some(latest)) => Ok(Some(latest)),
         (version, latest) if latest.is_none_or(|latest| version > latest) => {
-            Err(ApiError::NotFound(format!(
-                "version {version} of {} does not exist: a command names the version it builds on",
-                id()
-            )))
+            Err(missing_version(input, version))
         }
         (version, latest) if latest == Some(version) => Ok(Some(version)),
         (version, latest) => Err(stale(input, latest).with_detail(format!(
@@ -166,8 +276,16 @@ fn previous_version(
     }
 }
 
-/// The answer to a write whose head moved: 409 with the current version, or 404 when the item
-/// has no version at all.
+/// The 404 of a command based on a version that was never written.
+fn missing_version(input: &CommandInput, version: i64) -> ApiError {
+    ApiError::NotFound(format!(
+        "version {version} of {} does not exist: a command names the version it builds on",
+        generate_id(&input.pk, &input.sk)
+    ))
+}
+
+/// The answer to a write whose head condition failed: 409 with the current version, or 404
+/// when the version the command names does not exist (no version at all, or an older latest).
 fn stale(input: &CommandInput, latest: Option<i64>) -> ApiError {
     let id = generate_id(&input.pk, &input.sk);
     match latest {
@@ -175,6 +293,7 @@ fn stale(input: &CommandInput, latest: Option<i64>) -> ApiError {
             detail: format!("{id} already exists: version 0 only creates"),
             current_version: Some(latest),
         },
+        Some(latest) if input.version > latest => missing_version(input, input.version),
         Some(latest) => ApiError::VersionConflict {
             detail: format!(
                 "{id} is at version {latest}: the command was based on version {}",
@@ -182,6 +301,7 @@ fn stale(input: &CommandInput, latest: Option<i64>) -> ApiError {
             ),
             current_version: Some(latest),
         },
+        None if input.version > 0 => missing_version(input, input.version),
         None => ApiError::NotFound(format!("{id} has no version")),
     }
 }
@@ -219,30 +339,44 @@ fn backoff(attempt: usize) -> std::time::Duration {
 
 /// The stored content of version `previous`, which the new version builds on: its command row,
 /// or the data table's item when that is at this version and the row is gone (TTL, a delete).
-/// `None` for a `POST` when neither holds it any more (the new version is written from the
-/// command alone); a `PATCH` has nothing to merge into then: 404.
+/// `None` when neither holds it (any more).
+async fn stored_base(
+    store: &Store,
+    input: &CommandInput,
+    previous: i64,
+) -> Result<Option<Item>, ApiError> {
+    if let Some(row) = store.get_command(&input.pk, &input.sk, previous).await? {
+        return Ok(Some(row));
+    }
+    Ok(store
+        .get_data_item(&input.pk, &input.sk)
+        .await?
+        .filter(|item| item.version == previous))
+}
+
+/// [`stored_base`] of a version known to exist: `None` for a `POST` when it is no longer stored
+/// (the new version is written from the command alone); a `PATCH` has nothing to merge into
+/// then: 404.
 async fn load_base(
     store: &Store,
     input: &CommandInput,
     mode: Mode,
     previous: i64,
 ) -> Result<Option<Item>, ApiError> {
-    if let Some(row) = store.get_command(&input.pk, &input.sk, previous).await? {
-        return Ok(Some(row));
-    }
-    let data = store
-        .get_data_item(&input.pk, &input.sk)
-        .await?
-        .filter(|item| item.version == previous);
-    match (data, mode) {
+    match (stored_base(store, input, previous).await?, mode) {
         (Some(item), _) => Ok(Some(item)),
         (None, Mode::Replace) => Ok(None),
-        (None, Mode::Merge) => Err(ApiError::NotFound(format!(
-            "version {previous} of {} is no longer stored (its command row expired or was \
-             deleted), so there is nothing to merge into: send the whole item with POST",
-            generate_id(&input.pk, &input.sk)
-        ))),
+        (None, Mode::Merge) => Err(no_longer_stored(input, previous)),
     }
+}
+
+/// The 404 of a `PATCH` on a version whose row expired or was deleted.
+fn no_longer_stored(input: &CommandInput, previous: i64) -> ApiError {
+    ApiError::NotFound(format!(
+        "version {previous} of {} is no longer stored (its command row expired or was \
+         deleted), so there is nothing to merge into: send the whole item with POST",
+        generate_id(&input.pk, &input.sk)
+    ))
 }
 
 /// The new version: the command's fields (or the base merged with them), the next version number,

@@ -425,12 +425,7 @@ async fn get_item(
             // The data table is behind (or has not seen the item yet): the item's head record
             // names its newest version in one read; an item without a head (written before heads
             // existed, or by mbc-cqrs-serverless) is looked up in the command table's rows.
-            let newest = match app
-                .store
-                .get_head(&cqrs_keys::generate_id(pk, sk))
-                .await
-                .map_err(store_error)?
-            {
+            let newest = match app.store.get_head(pk, sk).await.map_err(store_error)? {
                 Some(newest) => Some(newest),
                 None => app
                     .store

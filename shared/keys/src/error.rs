@@ -84,7 +84,7 @@ pub enum KeyError {
     },
 
     /// A key derived from the partition and sort key (the item id `pk#sk`, which is the hash key
-    /// of the history table's `id-version-index`, or the item's head key `HEAD#pk#sk`) is longer
+    /// of the history table's `id-version-index`, or the item's head key `HEAD#pk@sk`) is longer
     /// than DynamoDB's [`MAX_PARTITION_KEY_BYTES`](crate::MAX_PARTITION_KEY_BYTES): the item could
     /// be written to the command table but never projected nor versioned.
     #[error(

@@ -10,7 +10,7 @@
 //! assert_eq!(tenant_code("CAT#mbc"), Some("mbc"));
 //! ```
 
-use crate::constants::{DEFAULT_TENANT_CODE, KEY_SEPARATOR};
+use crate::constants::{DEFAULT_TENANT_CODE, KEY_SEPARATOR, VER_SEPARATOR};
 use crate::version::remove_sort_key_version;
 
 /// Prefix of master-data partition keys (`MASTER#tenant`).
@@ -34,7 +34,7 @@ pub const SEQ_PK_PREFIX: &str = "SEQ";
 /// ```
 pub const TTL_SK_PREFIX: &str = "TTL";
 
-/// Prefix of an item's head key (`HEAD#pk#sk`): the record of its latest version, kept next to
+/// Prefix of an item's head key (`HEAD#pk@sk`): the record of its latest version, kept next to
 /// the idempotency records.
 ///
 /// ```
@@ -42,18 +42,58 @@ pub const TTL_SK_PREFIX: &str = "TTL";
 /// ```
 pub const HEAD_KEY_PREFIX: &str = "HEAD";
 
-/// The key of an item's head record (its latest version): `HEAD#` and the item id. Keys of the
-/// idempotency records are hex digests, so the two can never meet.
+/// The key of an item's head record (its latest version): `HEAD#`, the partition key, `@` and the
+/// base sort key (any version removed).
+///
+/// It names exactly one `(pk, sk)`: a base sort key never holds `@` (the key validators refuse
+/// it), so the last `@` of a head key is the one this function put there, whatever the partition
+/// key holds. The item id `pk#sk` cannot do that (`("ORDER#t1", "ORDER#o1")` and
+/// `("ORDER#t1#ORDER", "o1")` share the id `ORDER#t1#ORDER#o1`), which is why heads are no longer
+/// keyed by it (see [`legacy_head_key`]). Keys of the idempotency records are hex digests, so
+/// the two never meet. Same length as `HEAD#` + the id, so the limit of
+/// [`validate_derived_keys`](crate::validate_derived_keys) holds for it.
 ///
 /// ```
-/// use cqrs_keys::{generate_id, head_key};
+/// use cqrs_keys::head_key;
+///
+/// assert_eq!(head_key("PRODUCT#t1", "P001@3"), "HEAD#PRODUCT#t1@P001");
+/// // Two items with one id, two heads.
+/// assert_ne!(head_key("ORDER#t1", "ORDER#o1"), head_key("ORDER#t1#ORDER", "o1"));
+/// ```
+pub fn head_key(pk: &str, sk: &str) -> String {
+    let base = remove_sort_key_version(sk);
+    let mut key = String::with_capacity(HEAD_KEY_PREFIX.len() + 2 + pk.len() + base.len());
+    key.push_str(HEAD_KEY_PREFIX);
+    key.push(KEY_SEPARATOR);
+    key.push_str(pk);
+    key.push(VER_SEPARATOR);
+    key.push_str(base);
+    key
+}
+
+/// The key heads had before [`head_key`]: `HEAD#` and the item id. Ambiguous (two items can share
+/// an id), so it is only read: by the functions while a deployment's heads are not yet complete,
+/// and by `cqrs heads seed`, which moves each to [`head_key`] unless its id is shared.
+///
+/// ```
+/// use cqrs_keys::{generate_id, legacy_head_key};
 ///
 /// let id = generate_id("PRODUCT#t1", "P001@3");
-/// assert_eq!(head_key(&id), "HEAD#PRODUCT#t1#P001");
+/// assert_eq!(legacy_head_key(&id), "HEAD#PRODUCT#t1#P001");
 /// ```
-pub fn head_key(id: &str) -> String {
+pub fn legacy_head_key(id: &str) -> String {
     prefixed(HEAD_KEY_PREFIX, id)
 }
+
+/// The key of the record that says whether every item of a deployment has a head
+/// ([`head_key`]), kept in the idempotency table beside the heads. `HEADS#` can be neither a head
+/// key (`HEAD#...`) nor an idempotency key (a hex digest).
+///
+/// ```
+/// assert_eq!(cqrs_keys::HEADS_STATE_KEY, "HEADS#STATE");
+/// assert!(!cqrs_keys::HEADS_STATE_KEY.starts_with("HEAD#"));
+/// ```
+pub const HEADS_STATE_KEY: &str = "HEADS#STATE";
 
 /// The item id: `pk#sk` with any version removed from `sk`.
 ///

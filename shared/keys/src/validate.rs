@@ -130,8 +130,8 @@ pub fn validate_sort_key(sk: &str) -> Result<(), KeyError> {
 
 /// Checks that every key derived from a valid `pk` and base `sk` fits DynamoDB's key limit of
 /// [`MAX_PARTITION_KEY_BYTES`]: the item id `pk#sk` (the hash key of the history table's
-/// `id-version-index`) and the head key `HEAD#pk#sk` (see [`head_key`](crate::head_key)). The
-/// head key is the longer one, so a pk and sk are accepted when `HEAD#pk#sk` is at most 2048
+/// `id-version-index`) and the head key `HEAD#pk@sk` (see [`head_key`](crate::head_key)). The
+/// head key is the longer one, so a pk and sk are accepted when `HEAD#pk@sk` is at most 2048
 /// bytes. Call it after [`validate_partition_key`] and [`validate_sort_key`].
 ///
 /// ```
@@ -143,7 +143,7 @@ pub fn validate_sort_key(sk: &str) -> Result<(), KeyError> {
 /// let err = validate_derived_keys(&pk, &"s".repeat(100)).unwrap_err();
 /// assert!(matches!(err, KeyError::DerivedKeyTooLong { max: 2048, .. }));
 /// assert!(err.to_string().contains("2048"));
-/// // The longest accepted: `HEAD#` + pk + `#` + sk = 2048 bytes.
+/// // The longest accepted: `HEAD#` + pk + `@` + sk = 2048 bytes.
 /// let sk = "s".repeat(2048 - 5 - pk.len() - 1);
 /// assert!(validate_derived_keys(&pk, &sk).is_ok());
 /// assert!(validate_derived_keys(&pk, &format!("{sk}s")).is_err());
@@ -158,10 +158,10 @@ pub fn validate_derived_keys(pk: &str, sk: &str) -> Result<(), KeyError> {
             head: head(&id),
         });
     }
-    let head_key = crate::head_key(&id);
+    let head_key = crate::head_key(pk, sk);
     if head_key.len() > MAX_PARTITION_KEY_BYTES {
         return Err(KeyError::DerivedKeyTooLong {
-            key: "head key HEAD#pk#sk (the item's latest-version record)".into(),
+            key: "head key HEAD#pk@sk (the item's latest-version record)".into(),
             bytes: head_key.len(),
             max: MAX_PARTITION_KEY_BYTES,
             head: head(&head_key),

@@ -48,6 +48,35 @@ proptest! {
         prop_assert_eq!(generate_id("P#t", &sk), format!("P#t#{base}"));
     }
 
+    // ------------------------------------------------------------ heads
+
+    #[test]
+    fn a_head_key_names_exactly_one_item(
+        pk1 in path(), sk1 in path(), pk2 in path(), sk2 in path(), v in 1_i64..1000,
+    ) {
+        let pk1 = format!("P#{pk1}");
+        let pk2 = format!("P#{pk2}");
+        // The version of a sort key never changes the head.
+        prop_assert_eq!(head_key(&pk1, &add_sort_key_version(&sk1, v)), head_key(&pk1, &sk1));
+        // Two different items never share a head, even where they share an id.
+        if (pk1.as_str(), sk1.as_str()) != (pk2.as_str(), sk2.as_str()) {
+            prop_assert_ne!(head_key(&pk1, &sk1), head_key(&pk2, &sk2));
+        }
+        // The same length as the legacy key, so `validate_derived_keys` bounds both.
+        prop_assert_eq!(
+            head_key(&pk1, &sk1).len(),
+            legacy_head_key(&generate_id(&pk1, &sk1)).len()
+        );
+    }
+
+    #[test]
+    fn items_that_share_an_id_have_their_own_heads(a in component(), b in component(), c in component()) {
+        // `("P#a", "b#c")` and `("P#a#b", "c")`: one id, two items.
+        let (first, second) = ((format!("P#{a}"), format!("{b}#{c}")), (format!("P#{a}#{b}"), c.clone()));
+        prop_assert_eq!(generate_id(&first.0, &first.1), generate_id(&second.0, &second.1));
+        prop_assert_ne!(head_key(&first.0, &first.1), head_key(&second.0, &second.1));
+    }
+
     #[test]
     fn bare_sort_key_has_latest_version(base in path()) {
         prop_assert_eq!(remove_sort_key_version(&base), base.as_str());

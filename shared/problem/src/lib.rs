@@ -325,11 +325,13 @@ impl From<StoreError> for ApiError {
                 detail: format!("{pk} / {sk} already exists"),
                 current_version: None,
             },
-            StoreError::IdempotencyKeyTaken(_) => ApiError::WriteConflict(
-                "a concurrent request with this Idempotency-Key is being written; send the \
+            StoreError::IdempotencyKeyTaken(_) | StoreError::IdempotencyReplay(_) => {
+                ApiError::WriteConflict(
+                    "a concurrent request with this Idempotency-Key is being written; send the \
                  request again"
-                    .into(),
-            ),
+                        .into(),
+                )
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }

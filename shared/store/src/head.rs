@@ -2,30 +2,45 @@
 //! twice, whatever happens to old command rows (TTL, a manual delete).
 //!
 //! The head lives in the idempotency table (a table without a stream, already part of the write
-//! transaction) under [`head_key`] (`HEAD#pk#sk`), holds `latest` (N) and has no `ttl`. It is
-//! written in the same `TransactWriteItems` as the version it announces
+//! transaction) under [`head_key`] (`HEAD#pk@sk`, exactly one item per key), holds `latest` (N)
+//! and has no `ttl`. It is written in the same `TransactWriteItems` as the version it announces
 //! ([`Store::write_version`]): conditional on `attribute_not_exists(pk)` for the first version and
 //! on `latest = :previous` after, with `ReturnValuesOnConditionCheckFailure = ALL_OLD`, so a lost
 //! race names the current version without another read. The head is never put in the command
 //! table: its stream would carry it to data-sync (and to mbc-cqrs-serverless' own handler) as a
 //! malformed record.
 //!
-//! An item written before heads existed (or by mbc-cqrs-serverless) has none; the first command
-//! on it seeds the head, conditionally, from the highest version among its command rows, the
-//! history table's `id-version-index` and the data table ([`Store::latest_version`]).
+//! **Complete heads.** When every item of a deployment has a head, a missing head means a new
+//! item, and a create is the transaction alone. The heads state record ([`HEADS_STATE_KEY`], read
+//! by [`Store::heads_state`]) says so: `complete` once `cqrs heads seed` has given every stored
+//! item a head, or from the start for a deployment whose tables were empty when its first command
+//! came ([`Store::complete_heads_if_empty`]); `shared` for tables that mbc-cqrs-serverless (or any
+//! writer that does not keep heads) also writes, which are never complete. Until it says
+//! `complete`, the first command on an item without a head seeds one, conditionally, from
+//! [`Store::highest_stored_version`] and the item's legacy head ([`Store::latest_version`]).
+//!
+//! **Legacy heads.** Heads were keyed by the item id (`HEAD#pk#sk`, [`legacy_head_key`]) before,
+//! and two items can share an id. A legacy head is used as a seed only when no other item with
+//! the same id holds its version (the history table's `id-version-index` tells), so the larger
+//! version of two colliding items never makes the other's real version unwritable.
 //!
 //! Positions in the transaction, which [`Store::write_version`] reads its cancellation reasons
 //! by: 0 the version row, 1 the head, 2 the idempotency record (when there is one).
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::{
-    operation::{put_item::PutItemError, transact_write_items::TransactWriteItemsError},
+    operation::{
+        put_item::PutItemError, transact_write_items::TransactWriteItemsError,
+        update_item::UpdateItemError,
+    },
     types::{
         AttributeValue, CancellationReason, Put, ReturnValuesOnConditionCheckFailure,
         TransactWriteItem,
     },
 };
 use cqrs_item::Item;
-use cqrs_keys::{generate_id, head_key};
+use cqrs_keys::{HEADS_STATE_KEY, generate_id, head_key, legacy_head_key};
 
 use crate::{
     IdempotencyRecord, Store, StoreError, command::idempotency_put, query::HISTORY_VERSION_INDEX,
@@ -34,35 +49,142 @@ use crate::{
 
 /// The attribute of a head record that holds the latest version.
 const LATEST: &str = "latest";
+/// The attribute of the heads state record that holds the state.
+const STATE: &str = "state";
 
 /// Position of each element of the write transaction.
 const ROW: usize = 0;
 const HEAD: usize = 1;
 const RECORD: usize = 2;
 
-fn number(item: &std::collections::HashMap<String, AttributeValue>, name: &str) -> Option<i64> {
+type Attributes = HashMap<String, AttributeValue>;
+
+fn number(item: &Attributes, name: &str) -> Option<i64> {
     match item.get(name) {
         Some(AttributeValue::N(n)) => n.parse().ok(),
         _ => None,
     }
 }
 
+fn string<'a>(item: &'a Attributes, name: &str) -> Option<&'a str> {
+    match item.get(name) {
+        Some(AttributeValue::S(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// Whether every item of a deployment has a head ([module docs](self)).
+///
+/// ```
+/// use cqrs_store::HeadsState;
+/// assert!(HeadsState::Complete.is_complete());
+/// assert!(!HeadsState::Shared.is_complete());
+/// assert_eq!(HeadsState::Incomplete.as_str(), "incomplete");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadsState {
+    /// Every item has a head: a missing head means the item does not exist.
+    Complete,
+    /// Some items may have no head yet (no state record): a command on an item without a head
+    /// seeds it from the stored versions first.
+    Incomplete,
+    /// A writer that does not keep heads (mbc-cqrs-serverless, `Store::put_command`) shares the
+    /// tables: never complete, whatever `cqrs heads seed` did.
+    Shared,
+}
+
+impl HeadsState {
+    /// Whether a missing head means a new item.
+    ///
+    /// ```
+    /// assert!(!cqrs_store::HeadsState::Incomplete.is_complete());
+    /// ```
+    pub fn is_complete(self) -> bool {
+        self == HeadsState::Complete
+    }
+
+    /// The state as the state record and the CLI write it.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_store::HeadsState::Shared.as_str(), "shared");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeadsState::Complete => "complete",
+            HeadsState::Incomplete => "incomplete",
+            HeadsState::Shared => "shared",
+        }
+    }
+
+    fn from_record(item: Option<&Attributes>) -> HeadsState {
+        match item.and_then(|item| string(item, STATE)) {
+            Some("complete") => HeadsState::Complete,
+            Some("shared") => HeadsState::Shared,
+            _ => HeadsState::Incomplete,
+        }
+    }
+}
+
+/// Where the highest stored version of an item came from, for [`Store::highest_stored_version`]
+/// and `cqrs heads seed`.
+///
+/// ```
+/// let seed = cqrs_store::StoredVersions { rows: Some(3), history: Some(4), data: Some(4) };
+/// assert_eq!(seed.highest(), Some(4));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoredVersions {
+    /// The newest of the item's command rows.
+    pub rows: Option<i64>,
+    /// The newest version of this item (its `pk`, not only its id) in the history table.
+    pub history: Option<i64>,
+    /// The version the data table holds.
+    pub data: Option<i64>,
+}
+
+impl StoredVersions {
+    /// The highest of the three.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_store::StoredVersions::default().highest(), None);
+    /// ```
+    pub fn highest(&self) -> Option<i64> {
+        self.rows.max(self.history).max(self.data)
+    }
+}
+
 impl Store {
-    /// The latest version the head of item `id` records (a strongly consistent read); `None` when
-    /// the item has no head.
+    /// The latest version the head of `pk` / `sk` records (a strongly consistent read; a version
+    /// on `sk` is ignored); `None` when the item has no head.
     ///
     /// ```no_run
     /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
-    /// let latest = store.get_head("PRODUCT#t1#P001").await?;
+    /// let latest = store.get_head("PRODUCT#t1", "P001").await?;
     /// println!("next version: {}", latest.unwrap_or(0) + 1);
     /// # Ok(()) }
     /// ```
-    pub async fn get_head(&self, id: &str) -> Result<Option<i64>, StoreError> {
+    pub async fn get_head(&self, pk: &str, sk: &str) -> Result<Option<i64>, StoreError> {
+        self.head_at(head_key(pk, sk)).await
+    }
+
+    /// The version a legacy head (`HEAD#` + the item id, before heads were keyed by `pk` and
+    /// `sk`) records. Two items may share it; see the [module docs](self).
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let old = store.get_legacy_head("PRODUCT#t1#P001").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_legacy_head(&self, id: &str) -> Result<Option<i64>, StoreError> {
+        self.head_at(legacy_head_key(id)).await
+    }
+
+    async fn head_at(&self, key: String) -> Result<Option<i64>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.tables.idempotency)
-            .key("pk", AttributeValue::S(head_key(id)))
+            .key("pk", AttributeValue::S(key))
             .consistent_read(true)
             .send()
             .await
@@ -70,9 +192,129 @@ impl Store {
         Ok(output.item.as_ref().and_then(|item| number(item, LATEST)))
     }
 
-    /// The latest version of `pk` / `base_sk`: one read of its head. An item without a head
-    /// (written before heads existed, or by mbc-cqrs-serverless) gets one, seeded conditionally
-    /// from [`Store::highest_stored_version`]; `None` when the item has no version anywhere.
+    /// The deployment's heads state (one strongly consistent read of its record).
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// if store.heads_state().await?.is_complete() {
+    ///     println!("a create is one transaction");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn heads_state(&self) -> Result<HeadsState, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.tables.idempotency)
+            .key("pk", AttributeValue::S(HEADS_STATE_KEY.to_string()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem (heads state)", e))?;
+        Ok(HeadsState::from_record(output.item.as_ref()))
+    }
+
+    /// The heads state, and for a deployment without a state record whose command, data and
+    /// history tables are all empty, the record `complete` written first (conditionally): every
+    /// item a deployment's functions write has a head, so a stack that starts empty starts
+    /// complete. One read when the record exists; the three tables are read (one item each,
+    /// concurrently) only while it does not.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let state = store.complete_heads_if_empty().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn complete_heads_if_empty(&self) -> Result<HeadsState, StoreError> {
+        let state = self.heads_state().await?;
+        if state != HeadsState::Incomplete {
+            return Ok(state);
+        }
+        let (command, data, history) = futures::try_join!(
+            self.is_empty(&self.tables.command),
+            self.is_empty(&self.tables.data),
+            self.is_empty(&self.tables.history),
+        )?;
+        if !(command && data && history) {
+            return Ok(HeadsState::Incomplete);
+        }
+        self.mark_heads(HeadsState::Complete, "empty tables at the first command")
+            .await
+    }
+
+    /// Writes the heads state record: `Complete` unless the record says `Shared` (a shared table
+    /// stays shared until an operator says otherwise with `Shared` → `Incomplete`), `Shared`
+    /// always, `Incomplete` removes the record. Answers the state the record holds afterwards.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// use cqrs_store::HeadsState;
+    /// let state = store.mark_heads(HeadsState::Complete, "cqrs heads seed").await?;
+    /// assert_ne!(state, HeadsState::Incomplete);
+    /// # Ok(()) }
+    /// ```
+    pub async fn mark_heads(&self, state: HeadsState, by: &str) -> Result<HeadsState, StoreError> {
+        let key = AttributeValue::S(HEADS_STATE_KEY.to_string());
+        if state == HeadsState::Incomplete {
+            self.client
+                .delete_item()
+                .table_name(&self.tables.idempotency)
+                .key("pk", key)
+                .send()
+                .await
+                .map_err(|e| sdk_error("DeleteItem (heads state)", e))?;
+            return Ok(HeadsState::Incomplete);
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
+        let mut put = self
+            .client
+            .put_item()
+            .table_name(&self.tables.idempotency)
+            .item("pk", key)
+            .item(STATE, AttributeValue::S(state.as_str().to_string()))
+            .item("since", AttributeValue::N(now.to_string()))
+            .item("by", AttributeValue::S(by.to_string()));
+        if state == HeadsState::Complete {
+            put = put
+                .condition_expression("attribute_not_exists(pk) OR #state <> :shared")
+                .expression_attribute_names("#state", STATE)
+                .expression_attribute_values(":shared", AttributeValue::S("shared".into()));
+        }
+        match put.send().await {
+            Ok(_) => Ok(state),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(PutItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(HeadsState::Shared)
+            }
+            Err(e) => Err(sdk_error("PutItem (heads state)", e)),
+        }
+    }
+
+    /// Whether `table` holds no item at all (one item read at most).
+    async fn is_empty(&self, table: &str) -> Result<bool, StoreError> {
+        let output = self
+            .client
+            .scan()
+            .table_name(table)
+            .limit(1)
+            .projection_expression("pk")
+            .send()
+            .await
+            .map_err(|e| sdk_error("Scan (is empty)", e))?;
+        Ok(output.items().is_empty() && output.last_evaluated_key().is_none())
+    }
+
+    /// The latest version of `pk` / `base_sk` for a deployment whose heads are not complete: one
+    /// read of its head (and, beside it, of its legacy head); an item without a head gets one, seeded
+    /// conditionally from [`Store::highest_stored_version`] and its legacy head (when no other
+    /// item with the same id holds that version); `None` when the item has no version anywhere.
     ///
     /// ```no_run
     /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
@@ -84,17 +326,26 @@ impl Store {
     /// ```
     pub async fn latest_version(&self, pk: &str, base_sk: &str) -> Result<Option<i64>, StoreError> {
         let id = generate_id(pk, base_sk);
-        if let Some(latest) = self.get_head(&id).await? {
+        let (head, legacy) =
+            futures::try_join!(self.get_head(pk, base_sk), self.get_legacy_head(&id))?;
+        if let Some(latest) = head {
             return Ok(Some(latest));
         }
-        let Some(seed) = self.highest_stored_version(pk, base_sk).await? else {
+        let mut seed = self.highest_stored_version(pk, base_sk).await?.highest();
+        if let Some(legacy) = legacy
+            && Some(legacy) > seed
+            && !self.other_item_holds(pk, &id, legacy).await?
+        {
+            seed = Some(legacy);
+        }
+        let Some(seed) = seed else {
             return Ok(None);
         };
         let seeded = self
             .client
             .put_item()
             .table_name(&self.tables.idempotency)
-            .item("pk", AttributeValue::S(head_key(&id)))
+            .item("pk", AttributeValue::S(head_key(pk, base_sk)))
             .item(LATEST, AttributeValue::N(seed.to_string()))
             .condition_expression("attribute_not_exists(pk)")
             .send()
@@ -108,56 +359,135 @@ impl Store {
                     Some(PutItemError::ConditionalCheckFailedException(_))
                 ) =>
             {
-                self.get_head(&id).await
+                self.get_head(pk, base_sk).await
             }
             Err(e) => Err(sdk_error("PutItem (seed head)", e)),
         }
     }
 
-    /// The highest version of `pk` / `base_sk` stored anywhere without a head: its command rows
-    /// (strongly consistent), the history table's `id-version-index` (newest first, one item) and
-    /// the data table (strongly consistent). Each may have lost versions (TTL, deletes); together
-    /// they give the best seed for a missing head.
+    /// Raises the head of `pk` / `base_sk` to `version` unless it already records as much:
+    /// `cqrs heads seed`'s write, safe while commands run (a head only ever moves up, and a
+    /// command based on the old value fails its condition and reads again). `true` when it
+    /// wrote.
     ///
     /// ```no_run
     /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
-    /// let highest = store.highest_stored_version("PRODUCT#t1", "P001").await?;
+    /// let raised = store.raise_head("PRODUCT#t1", "P001", 7).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn raise_head(
+        &self,
+        pk: &str,
+        base_sk: &str,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let raised = self
+            .client
+            .update_item()
+            .table_name(&self.tables.idempotency)
+            .key("pk", AttributeValue::S(head_key(pk, base_sk)))
+            .update_expression("SET #latest = :v")
+            .condition_expression("attribute_not_exists(pk) OR #latest < :v")
+            .expression_attribute_names("#latest", LATEST)
+            .expression_attribute_values(":v", AttributeValue::N(version.to_string()))
+            .send()
+            .await;
+        match raised {
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(sdk_error("UpdateItem (raise head)", e)),
+        }
+    }
+
+    /// The highest version of `pk` / `base_sk` stored anywhere: its command rows (strongly
+    /// consistent), its entries in the history table's `id-version-index` (newest first, only
+    /// those of this `pk`: another item may share the id) and the data table (strongly
+    /// consistent). Each may have lost versions (TTL, deletes); together they give the best seed
+    /// for a missing head.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let highest = store.highest_stored_version("PRODUCT#t1", "P001").await?.highest();
     /// # Ok(()) }
     /// ```
     pub async fn highest_stored_version(
         &self,
         pk: &str,
         base_sk: &str,
-    ) -> Result<Option<i64>, StoreError> {
+    ) -> Result<StoredVersions, StoreError> {
         let id = generate_id(pk, base_sk);
         let (rows, history, data) = futures::try_join!(
             self.latest_command_version(pk, base_sk),
-            self.latest_history_version(&id),
+            self.history_version_of(&id, pk, "="),
             self.data_version(pk, base_sk),
         )?;
-        Ok(rows.max(history).max(data))
+        Ok(StoredVersions {
+            rows,
+            history,
+            data,
+        })
     }
 
-    /// The newest version of item `id` in the history table's version index.
-    async fn latest_history_version(&self, id: &str) -> Result<Option<i64>, StoreError> {
-        let output = self
+    /// Whether an item other than the one in `pk` that has the id `id` holds `version` or a
+    /// higher one in the history table: then a legacy head of that id may be that item's.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// // ("ORDER#t1", "ORDER#o1") and ("ORDER#t1#ORDER", "o1") share the id ORDER#t1#ORDER#o1.
+    /// let shared = store.other_item_holds("ORDER#t1", "ORDER#t1#ORDER#o1", 3).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn other_item_holds(
+        &self,
+        pk: &str,
+        id: &str,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let other = self.history_version_of(id, pk, "<>").await?;
+        Ok(other.is_some_and(|other| other >= version))
+    }
+
+    /// The newest version in the history table's version index of id `id` whose `pk` compares
+    /// to `pk` by `op` (`=` this item, `<>` the others that share its id). The filter applies
+    /// after each page's limit, so this pages until an entry matches or the id has no more.
+    async fn history_version_of(
+        &self,
+        id: &str,
+        pk: &str,
+        op: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let mut pages = self
             .client
             .query()
             .table_name(&self.tables.history)
             .index_name(HISTORY_VERSION_INDEX)
             .key_condition_expression("id = :id")
+            .filter_expression(format!("pk {op} :pk"))
             .expression_attribute_values(":id", AttributeValue::S(id.to_string()))
+            .expression_attribute_values(":pk", AttributeValue::S(pk.to_string()))
             .projection_expression("version")
             .scan_index_forward(false)
-            .limit(1)
-            .send()
-            .await
-            .map_err(|e| sdk_error("Query (history versions)", e))?;
-        Ok(output
-            .items()
-            .iter()
-            .filter_map(|item| number(item, "version"))
-            .max())
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("Query (history versions)", e))?;
+            if let Some(newest) = page
+                .items()
+                .iter()
+                .filter_map(|item| number(item, "version"))
+                .max()
+            {
+                return Ok(Some(newest));
+            }
+        }
+        Ok(None)
     }
 
     /// The version the data table holds for `pk` / `base_sk` (strongly consistent).
@@ -183,13 +513,14 @@ impl Store {
     /// (conditional on its key being free), the head moved from `previous` to `item.version`
     /// (conditional on the head being absent when `previous` is `None`, on `latest = previous`
     /// otherwise), and the idempotency record when there is one (conditional on its key being
-    /// free or expired). All or nothing.
+    /// free or expired). All or nothing. The head and the record return what they held when
+    /// their condition fails, so no failure needs another read.
     ///
-    /// Failures, in this order: a taken idempotency key is [`StoreError::IdempotencyKeyTaken`];
-    /// a head that moved is [`StoreError::StaleVersion`] with the head's current version (read
-    /// from the failed check, `None` when the item has no head); a taken row is
-    /// [`StoreError::AlreadyExists`]; a transaction conflict is [`StoreError::WriteConflict`];
-    /// throttling is [`StoreError::Throttled`].
+    /// Failures, in this order: a key held by an earlier request is
+    /// [`StoreError::IdempotencyReplay`] with that request's record; a head that moved is
+    /// [`StoreError::StaleVersion`] with the head's current version (`None` when the item has no
+    /// head); a taken row is [`StoreError::AlreadyExists`]; a transaction conflict is
+    /// [`StoreError::WriteConflict`]; throttling is [`StoreError::Throttled`].
     ///
     /// ```no_run
     /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
@@ -219,7 +550,7 @@ impl Store {
             .map_err(build)?;
         let head = Put::builder()
             .table_name(&self.tables.idempotency)
-            .item("pk", AttributeValue::S(head_key(&item.id)))
+            .item("pk", AttributeValue::S(head_key(&item.pk, &item.sk)))
             .item(LATEST, AttributeValue::N(item.version.to_string()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         let head = match previous {
@@ -237,11 +568,10 @@ impl Store {
             .transact_items(TransactWriteItem::builder().put(put_row).build())
             .transact_items(TransactWriteItem::builder().put(head).build());
         if let Some(record) = idempotency {
-            transaction = transaction.transact_items(
-                TransactWriteItem::builder()
-                    .put(idempotency_put(self, record)?)
-                    .build(),
-            );
+            let mut put = idempotency_put(self, record)?;
+            put.return_values_on_condition_check_failure =
+                Some(ReturnValuesOnConditionCheckFailure::AllOld);
+            transaction = transaction.transact_items(TransactWriteItem::builder().put(put).build());
         }
         let Err(error) = transaction.send().await else {
             return Ok(());
@@ -256,7 +586,14 @@ impl Store {
         if let Some(record) = idempotency
             && code(RECORD) == Some("ConditionalCheckFailed")
         {
-            return Err(StoreError::IdempotencyKeyTaken(record.key.clone()));
+            let first = reasons
+                .get(RECORD)
+                .and_then(CancellationReason::item)
+                .and_then(|old| serde_dynamo::from_item::<_, IdempotencyRecord>(old.clone()).ok());
+            return Err(match first {
+                Some(first) => StoreError::IdempotencyReplay(Box::new(first)),
+                None => StoreError::IdempotencyKeyTaken(record.key.clone()),
+            });
         }
         if code(HEAD) == Some("ConditionalCheckFailed") {
             let latest = reasons

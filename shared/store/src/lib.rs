@@ -51,6 +51,7 @@ pub mod ttl_policy;
 use aws_sdk_dynamodb::{Client, error::ProvideErrorMetadata, error::SdkError};
 
 pub use command::IdempotencyRecord;
+pub use head::{HeadsState, StoredVersions};
 
 /// The names of the tables the functions use.
 ///
@@ -234,6 +235,11 @@ pub enum StoreError {
     /// the record again and answer from it.
     #[error("idempotency key {0:?} was taken by a concurrent request")]
     IdempotencyKeyTaken(String),
+    /// The idempotency key is held by an earlier request: nothing was written, and this is that
+    /// request's record, as the failed condition returned it (no read needed). Answer from it
+    /// (a replay when the requests match, 422 when they do not).
+    #[error("idempotency key {:?} is held by an earlier request", .0.key)]
+    IdempotencyReplay(Box<IdempotencyRecord>),
     /// A history row with this key holds different content than the version being projected.
     /// Versions are immutable, so this cannot come from the command side: the history table was
     /// written by something else, or the command table was recreated and reused the key. The

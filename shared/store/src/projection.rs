@@ -418,6 +418,7 @@ fn same_kind(error: &StoreError) -> StoreError {
         },
         StoreError::WriteConflict(m) => StoreError::WriteConflict(m.clone()),
         StoreError::IdempotencyKeyTaken(m) => StoreError::IdempotencyKeyTaken(m.clone()),
+        StoreError::IdempotencyReplay(record) => StoreError::IdempotencyReplay(record.clone()),
         StoreError::HistoryConflict { pk, sk } => StoreError::HistoryConflict {
             pk: pk.clone(),
             sk: sk.clone(),

@@ -1,10 +1,12 @@
 //! The head record against DynamoDB Local: the version row, the head and the idempotency record in
-//! one transaction; a moved head names the current version (ALL_OLD on the failed check); a missing
-//! head is seeded from the command rows, the history index and the data table.
+//! one transaction; a moved head names the current version (ALL_OLD on the failed check) and a
+//! taken idempotency key the first request's record; a missing head is seeded from the command
+//! rows, the history index and the data table, and from a legacy head only when no other item with
+//! the same id holds its version; two items that share an id have a head each; the heads state.
 
 use cqrs_item::Item;
 use cqrs_keys::add_sort_key_version;
-use cqrs_store::{IdempotencyRecord, Store, StoreError, Tables};
+use cqrs_store::{HeadsState, IdempotencyRecord, Store, StoreError, Tables};
 use cqrs_testkit::TestTables;
 
 async fn store() -> (Store, TestTables) {
@@ -17,9 +19,14 @@ async fn store() -> (Store, TestTables) {
 }
 
 fn version(base: &str, v: i64) -> Item {
+    version_in("PRODUCT#t1", base, v)
+}
+
+fn version_in(pk: &str, base: &str, v: i64) -> Item {
     let mut item = Item::example();
+    item.pk = pk.to_string();
     item.sk = add_sort_key_version(base, v);
-    item.id = cqrs_keys::generate_id(&item.pk, base);
+    item.id = cqrs_keys::generate_id(pk, base);
     item.version = v;
     item
 }
@@ -51,7 +58,7 @@ async fn the_head_moves_with_each_version_and_a_stale_write_names_the_current_on
     let (store, _t) = store().await;
     let v1 = version("H", 1);
     store.write_version(&v1, None, None).await.unwrap();
-    assert_eq!(store.get_head(&v1.id).await.unwrap(), Some(1));
+    assert_eq!(store.get_head(&v1.pk, &v1.sk).await.unwrap(), Some(1));
 
     // Creating again: the head exists, and the failed check says at which version.
     let err = store.write_version(&v1, None, None).await.unwrap_err();
@@ -70,7 +77,7 @@ async fn the_head_moves_with_each_version_and_a_stale_write_names_the_current_on
         .write_version(&v2, Some(1), Some(&record("k", &v2)))
         .await
         .unwrap();
-    assert_eq!(store.get_head(&v1.id).await.unwrap(), Some(2));
+    assert_eq!(store.get_head(&v1.pk, &v1.sk).await.unwrap(), Some(2));
     assert!(store.get_idempotency("k").await.unwrap().is_some());
 
     // Based on version 1 again (a lost race): refused, nothing written, the record untouched.
@@ -91,13 +98,17 @@ async fn the_head_moves_with_each_version_and_a_stale_write_names_the_current_on
     );
     assert!(store.get_idempotency("k2").await.unwrap().is_none());
 
-    // A taken idempotency key wins over the head check.
+    // A taken idempotency key wins over the head check, and the failed condition hands back the
+    // first request's record: no read needed to answer the retry.
     let v3 = version("H", 3);
     let err = store
         .write_version(&v3, Some(1), Some(&record("k", &v3)))
         .await
         .unwrap_err();
-    assert!(matches!(err, StoreError::IdempotencyKeyTaken(_)), "{err}");
+    match err {
+        StoreError::IdempotencyReplay(first) => assert_eq!(*first, record("k", &v2)),
+        other => panic!("expected the first request's record, got {other}"),
+    }
 
     // Based on a version of an item without a head: StaleVersion with no version.
     let err = store
@@ -117,7 +128,7 @@ async fn the_head_moves_with_each_version_and_a_stale_write_names_the_current_on
         .unwrap_err();
     assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
     assert_eq!(
-        store.get_head(&version("ROW", 1).id).await.unwrap(),
+        store.get_head("PRODUCT#t1", "ROW").await.unwrap(),
         None,
         "all or nothing"
     );
@@ -130,7 +141,7 @@ async fn a_missing_head_is_seeded_from_the_highest_stored_version() {
         store.latest_version("PRODUCT#t1", "NEW").await.unwrap(),
         None
     );
-    assert_eq!(store.get_head("PRODUCT#t1#NEW").await.unwrap(), None);
+    assert_eq!(store.get_head("PRODUCT#t1", "NEW").await.unwrap(), None);
 
     for v in 1..=3 {
         store.put_command(&version("ROWS", v), None).await.unwrap();
@@ -148,7 +159,8 @@ async fn a_missing_head_is_seeded_from_the_highest_stored_version() {
             store
                 .highest_stored_version("PRODUCT#t1", base)
                 .await
-                .unwrap(),
+                .unwrap()
+                .highest(),
             Some(highest),
             "{base}"
         );
@@ -157,13 +169,212 @@ async fn a_missing_head_is_seeded_from_the_highest_stored_version() {
             Some(highest),
             "{base}"
         );
-        let id = cqrs_keys::generate_id("PRODUCT#t1", base);
-        assert_eq!(store.get_head(&id).await.unwrap(), Some(highest), "{base}");
+        assert_eq!(
+            store.get_head("PRODUCT#t1", base).await.unwrap(),
+            Some(highest),
+            "{base}"
+        );
     }
     // Once seeded, the head is the truth: a later row of an old writer does not move it.
     store.put_command(&version("ROWS", 4), None).await.unwrap();
     assert_eq!(
         store.latest_version("PRODUCT#t1", "ROWS").await.unwrap(),
         Some(3)
+    );
+}
+
+/// Review finding: `("ORDER#t1", "ORDER#o1")` and `("ORDER#t1#ORDER", "o1")` share the id
+/// `ORDER#t1#ORDER#o1`; keyed by the id, they shared one head and corrupted each other's versions.
+#[tokio::test]
+async fn two_items_that_share_an_id_have_a_head_each() {
+    let (store, _t) = store().await;
+    let order = version_in("ORDER#t1", "ORDER#o1", 1);
+    let other = version_in("ORDER#t1#ORDER", "o1", 1);
+    assert_eq!(order.id, other.id, "the two items share an id");
+    store.write_version(&order, None, None).await.unwrap();
+    // Creating the other item: it never existed, so this is no conflict.
+    store.write_version(&other, None, None).await.unwrap();
+    store
+        .write_version(&version_in("ORDER#t1#ORDER", "o1", 2), Some(1), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_head("ORDER#t1", "ORDER#o1").await.unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        store.get_head("ORDER#t1#ORDER", "o1").await.unwrap(),
+        Some(2)
+    );
+    // The order's next version is still 2.
+    store
+        .write_version(&version_in("ORDER#t1", "ORDER#o1", 2), Some(1), None)
+        .await
+        .unwrap();
+}
+
+/// The history seed reads the id index, which two items can share: only this item's versions
+/// count, and the filter on `pk` comes after the page's limit, so the read pages.
+#[tokio::test]
+async fn the_history_seed_counts_only_this_items_versions() {
+    let (store, t) = store().await;
+    for v in 1..=12 {
+        put_raw(&t, &t.history, &version_in("ORDER#t1", "ORDER#o1", v)).await;
+    }
+    for v in 1..=2 {
+        put_raw(&t, &t.history, &version_in("ORDER#t1#ORDER", "o1", v)).await;
+    }
+    let stored = store
+        .highest_stored_version("ORDER#t1#ORDER", "o1")
+        .await
+        .unwrap();
+    assert_eq!(stored.history, Some(2));
+    assert_eq!(
+        store
+            .highest_stored_version("ORDER#t1", "ORDER#o1")
+            .await
+            .unwrap()
+            .history,
+        Some(12)
+    );
+    assert!(
+        store
+            .other_item_holds(
+                "ORDER#t1#ORDER",
+                &version_in("ORDER#t1#ORDER", "o1", 1).id,
+                12
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .other_item_holds("ORDER#t1", &version_in("ORDER#t1", "ORDER#o1", 1).id, 3)
+            .await
+            .unwrap()
+    );
+}
+
+async fn put_legacy_head(t: &TestTables, id: &str, latest: i64) {
+    t.client
+        .put_item()
+        .table_name(&t.idempotency)
+        .item(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(cqrs_keys::legacy_head_key(id)),
+        )
+        .item(
+            "latest",
+            aws_sdk_dynamodb::types::AttributeValue::N(latest.to_string()),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A deployed table has heads under the old key. A legacy head seeds the new one, unless another
+/// item with the same id holds its version: then it is that item's, and copying it would make
+/// this item's real version unwritable.
+#[tokio::test]
+async fn a_legacy_head_seeds_only_the_item_it_belongs_to() {
+    let (store, t) = store().await;
+    // Collided: the order is at 5, the other item at 2, the old shared head says 5.
+    for v in 1..=5 {
+        put_raw(&t, &t.history, &version_in("ORDER#t1", "ORDER#o1", v)).await;
+    }
+    for v in 1..=2 {
+        put_raw(&t, &t.history, &version_in("ORDER#t1#ORDER", "o1", v)).await;
+    }
+    let shared_id = cqrs_keys::generate_id("ORDER#t1", "ORDER#o1");
+    put_legacy_head(&t, &shared_id, 5).await;
+    assert_eq!(
+        store.latest_version("ORDER#t1#ORDER", "o1").await.unwrap(),
+        Some(2)
+    );
+    assert_eq!(
+        store.latest_version("ORDER#t1", "ORDER#o1").await.unwrap(),
+        Some(5)
+    );
+    // Not collided: the legacy head knows of versions whose rows and history are gone.
+    store.put_command(&version("OLD", 3), None).await.unwrap();
+    put_legacy_head(&t, &cqrs_keys::generate_id("PRODUCT#t1", "OLD"), 7).await;
+    assert_eq!(
+        store.latest_version("PRODUCT#t1", "OLD").await.unwrap(),
+        Some(7)
+    );
+    assert_eq!(store.get_head("PRODUCT#t1", "OLD").await.unwrap(), Some(7));
+}
+
+#[tokio::test]
+async fn a_head_is_only_ever_raised() {
+    let (store, _t) = store().await;
+    assert!(store.raise_head("PRODUCT#t1", "R", 3).await.unwrap());
+    assert!(!store.raise_head("PRODUCT#t1", "R", 2).await.unwrap());
+    assert!(!store.raise_head("PRODUCT#t1", "R", 3).await.unwrap());
+    assert_eq!(store.get_head("PRODUCT#t1", "R").await.unwrap(), Some(3));
+    assert!(store.raise_head("PRODUCT#t1", "R", 4).await.unwrap());
+    // A writer based on the raised-over version loses its race.
+    let err = store
+        .write_version(&version("R", 4), Some(3), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::StaleVersion {
+                latest: Some(4),
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn empty_tables_start_complete_and_shared_tables_never_are() {
+    let (store, _t) = store().await;
+    assert_eq!(store.heads_state().await.unwrap(), HeadsState::Incomplete);
+    assert_eq!(
+        store.complete_heads_if_empty().await.unwrap(),
+        HeadsState::Complete
+    );
+    assert_eq!(store.heads_state().await.unwrap(), HeadsState::Complete);
+
+    // Tables that hold rows are not complete until someone says so.
+    let (store, _t) = self::store().await;
+    store.put_command(&version("ROW", 1), None).await.unwrap();
+    assert_eq!(
+        store.complete_heads_if_empty().await.unwrap(),
+        HeadsState::Incomplete
+    );
+    assert_eq!(store.heads_state().await.unwrap(), HeadsState::Incomplete);
+
+    // Shared stays shared: neither the seed's mark nor an empty table completes it.
+    let (store, _t) = self::store().await;
+    store.mark_heads(HeadsState::Shared, "test").await.unwrap();
+    assert_eq!(
+        store
+            .mark_heads(HeadsState::Complete, "test")
+            .await
+            .unwrap(),
+        HeadsState::Shared
+    );
+    assert_eq!(
+        store.complete_heads_if_empty().await.unwrap(),
+        HeadsState::Shared
+    );
+    assert_eq!(
+        store
+            .mark_heads(HeadsState::Incomplete, "test")
+            .await
+            .unwrap(),
+        HeadsState::Incomplete
+    );
+    assert_eq!(
+        store
+            .mark_heads(HeadsState::Complete, "test")
+            .await
+            .unwrap(),
+        HeadsState::Complete
     );
 }

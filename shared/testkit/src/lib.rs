@@ -26,11 +26,14 @@
 //! - [`tables`]: create a [`template::TableSpec`] with the SDK, wait for
 //!   `ACTIVE`, read streams.
 //! - [`fixtures`]: [`TestTables`] and [`fresh_tables`].
+//! - [`round_trips`]: a client that records every DynamoDB call, and the sequential round trips
+//!   they took.
 
 pub mod endpoint;
 pub mod fixtures;
 pub mod http_event;
 pub mod local_quirks;
+pub mod round_trips;
 pub mod stream_event;
 pub mod tables;
 pub mod template;

@@ -49,6 +49,18 @@ impl Harness {
     }
 
     pub async fn with_mode(caller_mode: CallerMode) -> Self {
+        Self::build(caller_mode, None).await
+    }
+
+    /// A handler whose every DynamoDB call goes into `log`.
+    pub async fn counted(log: &cqrs_testkit::round_trips::CallLog) -> Self {
+        Self::build(CallerMode::Jwt, Some(log)).await
+    }
+
+    async fn build(
+        caller_mode: CallerMode,
+        log: Option<&cqrs_testkit::round_trips::CallLog>,
+    ) -> Self {
         let tables = cqrs_testkit::fresh_tables().await;
         let sequences = format!("{}-sequences", tables.command.trim_end_matches("-command"));
         let specs = cqrs_testkit::template::workspace_tables().expect("template.yaml parses");
@@ -57,8 +69,12 @@ impl Harness {
         cqrs_testkit::tables::create_table(&tables.client, spec, &sequences)
             .await
             .expect("sequences table");
+        let client = match log {
+            Some(log) => log.client(&tables.client),
+            None => tables.client.clone(),
+        };
         let store = Store::new(
-            tables.client.clone(),
+            client,
             Tables::new(
                 &tables.command,
                 &tables.data,

@@ -1,12 +1,13 @@
 //! `floor-create`: `POST /commands` (a create) written by hand, the floor of command-handler's
-//! cold path. It makes the DynamoDB calls command-handler makes for a new item, in the same order
-//! and with the same concurrency: the tenant's and `common`'s TTL policy (one `BatchGetItem`, then
-//! kept for a minute per container, as command-handler does), the
-//! item's head (`GetItem`), the three reads that seed a missing head (command rows, history
-//! version index, data version; concurrently), then the version row and the head in one
-//! `TransactWriteItems`. It validates only what it needs to build the item.
+//! create: the least DynamoDB work a safe create can do. The tenant's and `common`'s TTL policy
+//! (one `BatchGetItem`, then kept for a minute per container, as command-handler does), then the
+//! version row and the item's head (`HEAD#pk@sk`) in one `TransactWriteItems`, each conditional
+//! on `attribute_not_exists`: the conditions are the create's whole check, and a failed head
+//! condition returns the current head (`ALL_OLD`) for the 409. No read in front of the write.
+//! It validates only what it needs to build the item.
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
@@ -20,7 +21,6 @@ use std::time::{Duration, Instant};
 struct Tables {
     command: String,
     data: String,
-    history: String,
     idempotency: String,
 }
 
@@ -117,7 +117,7 @@ async fn create(
         return reply(400, json!({"title": "bad pk or sk"}));
     }
     let id = format!("{pk}#{sk}");
-    let head_key = format!("HEAD#{id}");
+    let head_key = format!("HEAD#{pk}@{sk}");
     let ttl_sk = format!("TTL#{}", entity_type.to_ascii_lowercase());
 
     // The TTL policy of the tenant, else of `common`: read once per minute and container, as
@@ -137,62 +137,6 @@ async fn create(
             days
         }
     };
-
-    // The head; a new item has none, so the seeding reads follow.
-    let head = client
-        .get_item()
-        .table_name(&tables.idempotency)
-        .key("pk", s(&head_key))
-        .consistent_read(true)
-        .send()
-        .await?;
-    if head.item.is_some() {
-        return reply(409, json!({"title": "already exists"}));
-    }
-    let (rows, history, data) = tokio::try_join!(
-        async {
-            client
-                .query()
-                .table_name(&tables.command)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(pk))
-                .expression_attribute_values(":prefix", s(&format!("{sk}@")))
-                .projection_expression("sk")
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(Error::from)
-        },
-        async {
-            client
-                .query()
-                .table_name(&tables.history)
-                .index_name("id-version-index")
-                .key_condition_expression("id = :id")
-                .expression_attribute_values(":id", s(&id))
-                .projection_expression("version")
-                .scan_index_forward(false)
-                .limit(1)
-                .send()
-                .await
-                .map_err(Error::from)
-        },
-        async {
-            client
-                .get_item()
-                .table_name(&tables.data)
-                .key("pk", s(pk))
-                .key("sk", s(sk))
-                .projection_expression("version")
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(Error::from)
-        },
-    )?;
-    if !rows.items().is_empty() || !history.items().is_empty() || data.item.is_some() {
-        return reply(409, json!({"title": "already exists"}));
-    }
 
     let now = chrono::Utc::now()
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")
@@ -247,8 +191,22 @@ async fn create(
         .transact_items(TransactWriteItem::builder().put(put_head).build())
         .send()
         .await;
-    if written.is_err() {
-        return reply(409, json!({"title": "lost the race"}));
+    if let Err(error) = written {
+        let current = error
+            .as_service_error()
+            .and_then(|e| match e {
+                TransactWriteItemsError::TransactionCanceledException(cancelled) => Some(cancelled),
+                _ => None,
+            })
+            .and_then(|cancelled| cancelled.cancellation_reasons().get(1))
+            .and_then(|reason| reason.item())
+            .and_then(|head| head.get("latest"))
+            .and_then(|latest| latest.as_n().ok())
+            .and_then(|n| n.parse::<i64>().ok());
+        return reply(
+            409,
+            json!({"title": "already exists", "currentVersion": current}),
+        );
     }
     reply(
         202,
@@ -262,7 +220,6 @@ async fn main() -> Result<(), Error> {
     let tables = Tables {
         command: var("COMMAND_TABLE")?,
         data: var("DATA_TABLE")?,
-        history: var("HISTORY_TABLE")?,
         idempotency: var("IDEMPOTENCY_TABLE")?,
     };
     let client = dynamodb_client()?;
