@@ -5,7 +5,8 @@
 //!   can be a key part, and separate references with `#` (so no value can blur into its neighbour);
 //!   enum values and literals hold no separator where the key cannot take one;
 //! - a tenant entity's partition key is `PREFIX#{tenant}...`, a common entity's `PREFIX#common...`,
-//!   so the caller's tenant rules apply to it; every index partition of a tenant entity holds
+//!   so the caller's tenant rules apply to it; only a common entity takes a read rule
+//!   (`read = "system_admin"`); every index partition of a tenant entity holds
 //!   `{tenant}` (it would mix tenants otherwise);
 //! - no two entities' keys can collide (as sets of strings, not as text);
 //! - sort-key templates sort as declared: numbers have a zero-padding width;
@@ -366,6 +367,19 @@ fn check_entity(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
             format!(
                 "{} must start {want}, so that tenant rules apply to it",
                 entity.pk.text()
+            ),
+        );
+    }
+    if let Some(rule) = entity.read
+        && !entity.common
+    {
+        errors.push(
+            place,
+            "read",
+            format!(
+                "read = {:?} on a tenant entity: its partitions belong to one tenant, which reads them \
+                 (and a global system_admin); a read rule belongs to common entities (`common = true`)",
+                rule.as_str()
             ),
         );
     }
