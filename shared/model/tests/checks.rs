@@ -293,3 +293,22 @@ fn read_rules_belong_to_common_entities_and_name_a_known_rule() {
         );
     }
 }
+
+#[test]
+fn the_change_logs_prefix_is_no_entitys() {
+    for (common, pk) in [
+        ("", "CQRS_CHANGE_LOG#{tenant}#{orderId}"),
+        ("common = true\n", "CQRS_CHANGE_LOG#common"),
+    ] {
+        assert_error(
+            &format!(
+                "[entities.mine]\n{common}pk = \"{pk}\"\nsk = \"{{orderId}}\"\nattributes.orderId = {{ type = \"string\", max = 26 }}\n"
+            ),
+            "entity `mine`",
+            "pk",
+            "CQRS_CHANGE_LOG",
+        );
+    }
+    // A prefix that merely begins like it is another prefix.
+    assert!(errors("[entities.mine]\npk = \"CQRS_CHANGE_LOGS#{tenant}\"\nsk = \"x\"\n").is_empty());
+}
