@@ -542,7 +542,10 @@ async fn the_change_log_keeps_every_version_once_per_tenant_and_month() {
         .query()
         .table_name(&log_table)
         .key_condition_expression("pk = :pk")
-        .expression_attribute_values(":pk", AttributeValue::S("LOG#t1#2026-01".into()))
+        .expression_attribute_values(
+            ":pk",
+            AttributeValue::S("CQRS_CHANGE_LOG#t1#2026-01".into()),
+        )
         .send()
         .await
         .unwrap();
@@ -578,7 +581,7 @@ async fn the_change_log_keeps_every_version_once_per_tenant_and_month() {
         .find(|e| e.attributes["sk"] == "P002@2")
         .unwrap();
     assert_eq!(deletion.attributes["isDeleted"], true);
-    assert_eq!(deletion.item_type, "LOG");
+    assert_eq!(deletion.item_type, "CQRS_CHANGE_LOG");
 }
 
 #[tokio::test]

@@ -12,7 +12,8 @@
 //! route ([`route`], 404) and the method (405), the caller (JWT claims, or local headers with
 //! `CALLER_MODE=local`; 401), the partition key (percent-decoded once, validated with the key
 //! crate; 400 naming `pk`), the tenant rules (the caller's tenant and `common`, any tenant for
-//! `system_admin`; 403), the sort key and version (400), the query parameters ([`params`], 400),
+//! `system_admin`; 403) and, for a `common` partition, who the entity model lets read it
+//! ([`App::partition_readers`]: a common entity with `read = "system_admin"`; 403), the sort key and version (400), the query parameters ([`params`], 400),
 //! the cursor ([`cursor`], 400). Then the store reads.
 //!
 //! Answers are JSON: an item as [`cqrs_item::Item`] serialises (camelCase), a listing as
@@ -42,13 +43,13 @@ pub mod settings;
 
 use std::sync::{Arc, OnceLock};
 
-use cqrs_caller::{Caller, CallerMode, request_id, request_path};
+use cqrs_caller::{Caller, CallerMode, Readers, request_id, request_path};
 use cqrs_item::Item;
 use cqrs_keys::{
     MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, generate_id, tenant_code, validate_partition_key,
     validate_sort_key,
 };
-use cqrs_model::{Model, ModelErrors};
+use cqrs_model::{Model, ModelErrors, ReadRule};
 use cqrs_problem::ApiError;
 use cqrs_store::{
     Store, StoreError,
@@ -74,13 +75,15 @@ pub const READ_SOURCE_HEADER: &str = "read-source";
 /// What the handler needs for every request: the store, where callers come from, and the entity
 /// model whose access patterns `/query/{pattern}` serves.
 ///
-/// The model is parsed and checked on its first use, not at start: only `/query/{pattern}` reads
-/// it, so a container that serves item reads never pays for it (about 1 ms of a cold start at the
+/// The model is parsed and checked on its first use, not at start: only `/query/{pattern}` and
+/// reads of `common` partitions (whose readers the model declares) need it, so a container that
+/// serves reads of its callers' own tenants never pays for it (about 1 ms of a cold start at the
 /// release profile's `opt-level = "z"`, measured by `make bench`); the first pattern request of a
 /// container pays it instead, once, and logs `entity model loaded` with `load_micros`. The model
 /// is compiled in, and command-handler checks the same text at start, so a model that does not
-/// check never gets this far in a deployment: should it, pattern requests answer 500 and log the
-/// problems, while item reads go on.
+/// check never gets this far in a deployment: should it, pattern requests and reads of `common`
+/// answer 500 and log the problems (who may read `common` is unknown then), while reads of a
+/// caller's own tenant go on.
 #[derive(Debug, Clone)]
 pub struct App {
     /// The DynamoDB store.
@@ -130,6 +133,32 @@ impl App {
                 model
             })
             .as_ref()
+    }
+
+    /// Who may read the `common` partition `pk` through the generic routes: the narrowest read
+    /// rule of the model's entities that `pk` could hold ([`Model::partition_read_rule`]), every
+    /// caller when it could hold none with a rule. Loads the model.
+    ///
+    /// # Errors
+    ///
+    /// A 500 when the compiled-in model does not check (nobody knows who may read then).
+    pub fn partition_readers(&self, pk: &str) -> Result<Readers, ApiError> {
+        Ok(readers(self.checked_model()?.partition_read_rule(pk)))
+    }
+
+    /// [`App::model`], its failure as a 500.
+    fn checked_model(&self) -> Result<&Model, ApiError> {
+        self.model().map_err(|errors| {
+            ApiError::Internal(format!("the entity model does not check: {errors}"))
+        })
+    }
+}
+
+/// The caller crate's name for a read rule of the model.
+fn readers(rule: ReadRule) -> Readers {
+    match rule {
+        ReadRule::Everyone => Readers::Everyone,
+        ReadRule::SystemAdmin => Readers::SystemAdmin,
     }
 }
 
@@ -315,10 +344,12 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
         )
         .await;
     };
-    // The partition first, and the tenant rules before anything else of the request is looked at.
+    // The partition first, and the tenant rules before anything else of the request is looked at:
+    // another tenant, or a `common` partition the model keeps for a global system_admin (the model
+    // is loaded for `common` partitions only, never for the caller's own tenant).
     let pk = decode_segment("pk", pk)?;
     validate_partition_key(&pk).map_err(|e| ApiError::bad_field("pk", e))?;
-    caller.authorize_read(&pk)?;
+    caller.authorize_read_with(&pk, || app.partition_readers(&pk))?;
     let headers = request.headers();
     let reader = Reader {
         app,
@@ -614,9 +645,7 @@ async fn list_pattern(
     name: &str,
     query: &lambda_http::aws_lambda_events::query_map::QueryMap,
 ) -> Result<Response<Body>, ApiError> {
-    let model = reader.app.model().map_err(|errors| {
-        ApiError::Internal(format!("the entity model does not check: {errors}"))
-    })?;
+    let model = reader.app.checked_model()?;
     let Some(pattern) = model.pattern(name) else {
         let known: Vec<&str> = model.patterns().iter().map(|p| p.name.as_str()).collect();
         return Err(ApiError::bad_field(
@@ -627,6 +656,12 @@ async fn list_pattern(
             ),
         ));
     };
+    // Who may read the pattern's entities (a common entity may be kept for a global system_admin),
+    // before its parameters and cursor are looked at.
+    reader.caller.authorize_common_read(
+        &format!("access pattern {name:?}"),
+        readers(model.pattern_read_rule(pattern)),
+    )?;
     let mut allowed: Vec<&str> = PATTERN_PAGING.to_vec();
     allowed.extend(pattern.params.iter().map(String::as_str));
     if pattern.sort.contains(&cqrs_model::SortCondition::Range) {

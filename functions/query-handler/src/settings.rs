@@ -5,9 +5,12 @@
 //! A soft-deleted tenant setting counts as absent (the `common` value applies again). A caller
 //! reads its own tenant's settings; `tenantCode` names another tenant: `common`, or any tenant for
 //! a global `system_admin` (403 otherwise, before anything is read). `404` when neither the tenant
-//! nor `common` has the setting.
+//! nor `common` has the setting. The `common` fallback obeys the entity model's read rules like
+//! every read of `common` ([`crate::App::partition_readers`]): a model that kept `MASTER#common` for
+//! a global `system_admin` would refuse the route to everyone else (the example model does not).
 
 use cqrs_caller::Caller;
+use cqrs_keys::TENANT_COMMON;
 use cqrs_keys::master::{setting_sk, tenant_master_pk};
 use cqrs_problem::ApiError;
 use lambda_http::{Body, Request, RequestExt, Response, http::Method, http::StatusCode};
@@ -50,8 +53,12 @@ pub async fn get_setting(
         .unwrap_or(caller.tenant_code.as_str())
         .to_string();
     let pk = tenant_master_pk(&tenant).map_err(|e| ApiError::bad_field("tenantCode", e))?;
-    // Another tenant's settings (other than `common`): refused before anything is read.
-    caller.authorize_read(&pk)?;
+    // Another tenant's settings (other than `common`), or a `common` partition the model keeps from
+    // this caller: refused before anything is read. Both partitions are read (the tenant's and the
+    // `common` fallback), so both are checked.
+    caller.authorize_read_with(&pk, || app.partition_readers(&pk))?;
+    let common = cqrs_keys::master_pk(Some(TENANT_COMMON));
+    caller.authorize_read_with(&common, || app.partition_readers(&common))?;
     let category = decode_segment("category", category)?;
     let code = decode_segment("code", code)?;
     let sk = setting_sk(&category, &code).map_err(|e| {

@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use chrono::{Duration, TimeZone, Utc};
-use common::{Harness, USER_T1, USER_T2, enc, model_keys, qv};
+use common::{Harness, SYSTEM_ADMIN, USER_T1, USER_T2, enc, model_keys, qv};
 
 /// `sk` of every item of one page of `GET /items/{pk}?{query}`.
 async fn list(h: &Harness, pk: &str, query: &str) -> Vec<String> {
@@ -130,16 +130,19 @@ async fn users_and_user_tenant_links_in_common_by_prefix() {
             t1_links.push(sk);
         }
     }
-    assert_eq!(list(&h, "USER#common", "skPrefix=sso%23").await, sso);
-    assert_eq!(
-        list(&h, "USER_TENANT#common", "skPrefix=t1%23").await,
-        t1_links
-    );
-    // `common` is readable by every tenant.
+    // Every tenant's users and links: a global system_admin reads them (`read = "system_admin"`
+    // in model.toml), a tenant does not (tests/common_readers.rs tries every route).
     let a = h
-        .get(&USER_T2, "/items/USER%23common?skPrefix=sso%23")
+        .get(&SYSTEM_ADMIN, "/items/USER%23common?skPrefix=sso%23")
         .await;
     assert_eq!((a.status, a.sks()), (200, sso));
+    let a = h
+        .get(&SYSTEM_ADMIN, "/items/USER_TENANT%23common?skPrefix=t1%23")
+        .await;
+    assert_eq!((a.status, a.sks()), (200, t1_links));
+    h.get(&USER_T2, "/items/USER%23common?skPrefix=sso%23")
+        .await
+        .assert_problem(403, None);
 }
 
 #[tokio::test]

@@ -277,7 +277,6 @@ async fn every_example_pattern_answers_its_items() {
             "/query/orders_of_product?productId=p1",
             vec!["ORDER_ITEM#o0001#001", "ORDER_ITEM#o00010#001"],
         ),
-        expect("/query/auth_of_provider?provider=sso", vec!["sso#alice"]),
         expect("/query/settings?category=mail", vec!["SETTING#mail#smtp"]),
         expect(
             "/query/master_data?category=unit&code=kg",
@@ -330,6 +329,13 @@ async fn every_example_pattern_answers_its_items() {
             );
         }
     }
+
+    // Every tenant's users (`read = "system_admin"`): a global system_admin's pattern.
+    let answer = h
+        .get(&SYSTEM_ADMIN, "/query/auth_of_provider?provider=sso")
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(sks(&answer), ["sso#alice"]);
 
     // A collection: the order and its items in one page, each tagged with its entity.
     let answer = h

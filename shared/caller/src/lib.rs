@@ -15,6 +15,12 @@
 //! caller of `t1` nothing, and `[{"tenant":"t1","role":"system_admin"}]` is an administrator of
 //! `t1` only: it cannot write `common` or another tenant.
 //!
+//! Some of `common` is not for every tenant: the entity model may keep a common entity's partition
+//! (mbc's `USER_TENANT#common`, every tenant's user links) for a global `system_admin`
+//! ([`Readers`]). [`Caller::authorize_read_with`] applies that rule on top of the tenant rules,
+//! asking for it only when the partition is `common`'s and the caller is not a global
+//! `system_admin`, so reads of a caller's own tenant never need the model.
+//!
 //! When a request carries authorizer claims, the claims are the caller, whatever the mode: the
 //! local headers are read only in [`CallerMode::Local`] and only for a request without any
 //! authorizer context.
@@ -164,6 +170,23 @@ impl Role {
     }
 }
 
+/// Who may read a partition of the `common` tenant, as the entity model says for the entities it
+/// could hold (the query handler maps the model's rule to this).
+///
+/// ```
+/// use cqrs_caller::{Caller, Readers};
+/// let tenant = Caller::new("u", "t1", vec![]);
+/// assert!(tenant.authorize_common_read("MASTER#common", Readers::Everyone).is_ok());
+/// assert_eq!(tenant.authorize_common_read("USER_TENANT#common", Readers::SystemAdmin).unwrap_err().status(), 403);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readers {
+    /// Every caller (master data, settings: what `common` is for).
+    Everyone,
+    /// A global `system_admin` only; a `system_admin` role scoped to a tenant does not count.
+    SystemAdmin,
+}
+
 /// The authenticated caller of one request.
 ///
 /// ```
@@ -284,6 +307,63 @@ impl Caller {
                 "tenant {tenant:?} of pk {pk:?} is not the caller's tenant {:?}",
                 self.tenant_code
             )))
+        }
+    }
+
+    /// May the caller read items under `pk`, where a `common` partition may be kept from tenants?
+    /// The tenant rules of [`Caller::authorize_read`] first; then, for a pk of the `common` tenant
+    /// and a caller who is not a global `system_admin`, `common_readers` says who may read that
+    /// partition ([`Caller::authorize_common_read`]). `common_readers` is called only then: a read
+    /// of the caller's own tenant (or by a global `system_admin`) never runs it, so it may load
+    /// something (the entity model) without slowing those reads. Its error is returned as it is.
+    ///
+    /// ```
+    /// use cqrs_caller::{Caller, Readers};
+    /// use cqrs_problem::ApiError;
+    ///
+    /// let t1 = Caller::new("u", "t1", vec![]);
+    /// let never = || -> Result<Readers, ApiError> { panic!("not asked for the caller's own tenant") };
+    /// assert!(t1.authorize_read_with("PRODUCT#t1", never).is_ok());
+    /// assert_eq!(t1.authorize_read_with("PRODUCT#t2", never).unwrap_err().status(), 403);
+    /// assert_eq!(t1.authorize_read_with("USER_TENANT#common", || Ok(Readers::SystemAdmin)).unwrap_err().status(), 403);
+    /// assert!(t1.authorize_read_with("MASTER#common", || Ok(Readers::Everyone)).is_ok());
+    ///
+    /// let root = Caller::new("root", "t1", vec!["system_admin".into()]);
+    /// assert!(root.authorize_read_with("USER_TENANT#common", never).is_ok());
+    /// ```
+    pub fn authorize_read_with(
+        &self,
+        pk: &str,
+        common_readers: impl FnOnce() -> Result<Readers, ApiError>,
+    ) -> Result<(), ApiError> {
+        self.authorize_read(pk)?;
+        if self.is_system_admin() || self.pk_tenant(pk)? != TENANT_COMMON {
+            return Ok(());
+        }
+        self.authorize_common_read(pk, common_readers()?)
+    }
+
+    /// May the caller read what `readers` allows, e.g. an access pattern over common entities or
+    /// the partition `what` of `common`? [`Readers::Everyone`]: yes; [`Readers::SystemAdmin`]:
+    /// only a global `system_admin` (a `system_admin` role scoped to a tenant, even the caller's
+    /// own, and a caller whose own tenant claim is `common` do not count). `what` names the
+    /// refused read in the problem's detail.
+    ///
+    /// ```
+    /// use cqrs_caller::{Caller, Readers, Role};
+    /// let scoped = Caller::with_roles("u", "t1", vec![Role::in_tenant("system_admin", "t1")]);
+    /// assert!(scoped.authorize_common_read("USER#common", Readers::SystemAdmin).is_err());
+    /// let root = Caller::new("root", "t1", vec!["system_admin".into()]);
+    /// assert!(root.authorize_common_read("USER#common", Readers::SystemAdmin).is_ok());
+    /// ```
+    pub fn authorize_common_read(&self, what: &str, readers: Readers) -> Result<(), ApiError> {
+        match readers {
+            Readers::Everyone => Ok(()),
+            Readers::SystemAdmin if self.is_system_admin() => Ok(()),
+            Readers::SystemAdmin => Err(ApiError::Forbidden(format!(
+                "{what} holds items of the {TENANT_COMMON} tenant that only a global \
+                 {SYSTEM_ADMIN} reads (the entity model's `read = \"{SYSTEM_ADMIN}\"`)"
+            ))),
         }
     }
 
@@ -677,6 +757,50 @@ mod tests {
             let caller = Caller::from_request(&claims(roles), CallerMode::Jwt).unwrap();
             assert!(caller.roles.is_empty(), "{roles}: {caller:?}");
         }
+    }
+
+    #[test]
+    fn restricted_common_partitions_need_a_global_system_admin() {
+        let restricted = || Ok(Readers::SystemAdmin);
+        let denied = [
+            Caller::new("u", "t1", vec!["admin".into()]),
+            // Its own tenant's system_admin, another tenant's, a caller of the `common` tenant.
+            Caller::with_roles("u", "t1", vec![Role::in_tenant(SYSTEM_ADMIN, "t1")]),
+            Caller::with_roles("u", "t1", vec![Role::in_tenant(SYSTEM_ADMIN, "t2")]),
+            Caller::new("u", TENANT_COMMON, vec!["admin".into()]),
+            Caller::with_roles(
+                "u",
+                TENANT_COMMON,
+                vec![Role::in_tenant(SYSTEM_ADMIN, "common")],
+            ),
+        ];
+        for caller in &denied {
+            let refusal = caller
+                .authorize_read_with("USER_TENANT#common", restricted)
+                .unwrap_err();
+            assert_eq!(refusal.status(), 403, "{caller:?}");
+            // The tenant rules come first: another tenant is refused without asking the model.
+            assert_eq!(
+                caller
+                    .authorize_read_with("PRODUCT#t9", || panic!("asked"))
+                    .unwrap_err()
+                    .status(),
+                403
+            );
+        }
+        let root = Caller::new("root", "t1", vec![SYSTEM_ADMIN.into()]);
+        assert!(
+            root.authorize_read_with("USER_TENANT#common", || panic!("asked"))
+                .is_ok()
+        );
+        // The rule's own failure (a model that does not load) is the answer.
+        let user = Caller::new("u", "t1", vec![]);
+        let failed = user
+            .authorize_read_with("MASTER#common", || {
+                Err(ApiError::Internal("no model".into()))
+            })
+            .unwrap_err();
+        assert_eq!(failed.status(), 500);
     }
 
     #[test]

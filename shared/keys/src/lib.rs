@@ -60,6 +60,7 @@ pub mod helpers;
 pub mod master;
 pub mod multi_attribute;
 pub mod parked;
+pub mod reserved;
 pub mod shard;
 pub mod time_series;
 pub mod ulid_gen;
@@ -82,6 +83,7 @@ pub use helpers::{
 pub use multi_attribute::{
     AttributeKind, KeyAttribute, multi_attribute_key, parse_multi_attribute_key,
 };
+pub use reserved::{CHANGE_LOG_PK_PREFIX, RESERVED_PK_PREFIXES, change_log_pk, reserved_prefix};
 pub use shard::{
     SHARD_MARKER, all_shard_keys, fnv1a_64, parse_shard_key, random_shard_key, shard_for_id,
     shard_key, shard_number, sharded_key_for_id,

@@ -5,8 +5,11 @@
 //!   can be a key part, and separate references with `#` (so no value can blur into its neighbour);
 //!   enum values and literals hold no separator where the key cannot take one;
 //! - a tenant entity's partition key is `PREFIX#{tenant}...`, a common entity's `PREFIX#common...`,
-//!   so the caller's tenant rules apply to it; every index partition of a tenant entity holds
+//!   so the caller's tenant rules apply to it; only a common entity takes a read rule
+//!   (`read = "system_admin"`); every index partition of a tenant entity holds
 //!   `{tenant}` (it would mix tenants otherwise);
+//! - no entity's partition starts with a prefix the framework keeps for its own rows
+//!   ([`cqrs_keys::RESERVED_PK_PREFIXES`]: the change log's);
 //! - no two entities' keys can collide (as sets of strings, not as text);
 //! - sort-key templates sort as declared: numbers have a zero-padding width;
 //! - at most 20 GSIs; native multi-attribute keys have 1 to 4 partition and 0 to 4 sort attributes;
@@ -366,6 +369,32 @@ fn check_entity(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
             format!(
                 "{} must start {want}, so that tenant rules apply to it",
                 entity.pk.text()
+            ),
+        );
+    }
+    if let Some(Part::Lit(text)) = pk_parts.first()
+        && let Some(reserved) = cqrs_keys::reserved_prefix(text)
+    {
+        errors.push(
+            place,
+            "pk",
+            format!(
+                "{} starts with {reserved:?}, a prefix the framework keeps for its own rows (the \
+                 change log, which may share the data table): choose another prefix",
+                entity.pk.text()
+            ),
+        );
+    }
+    if let Some(rule) = entity.read
+        && !entity.common
+    {
+        errors.push(
+            place,
+            "read",
+            format!(
+                "read = {:?} on a tenant entity: its partitions belong to one tenant, which reads them \
+                 (and a global system_admin); a read rule belongs to common entities (`common = true`)",
+                rule.as_str()
             ),
         );
     }

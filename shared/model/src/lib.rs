@@ -55,7 +55,7 @@ pub use derive::{DeriveError, DerivedKeys, ItemView};
 pub use lint::{Finding, LintReport, MAX_KEY_PARTS, RULES, Severity, lint, lint_source};
 pub use model::{
     CREATED_AT, DEFAULT_TENANT_MAX, Entity, EntityIndex, ITEM_FIELDS, Index, KeyAttr, KeyType,
-    MODEL_TOML, Model, ModelError, ModelErrors, Pattern, Projection, SortCondition,
+    MODEL_TOML, Model, ModelError, ModelErrors, Pattern, Projection, ReadRule, SortCondition,
 };
 pub use query::{PatternQuery, PlanError, RANGE_PARAMS, SortKeyCondition, SortOp};
 pub use template::{Bucket, Part, Template};

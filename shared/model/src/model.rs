@@ -282,6 +282,10 @@ pub struct Entity {
     pub item_type: String,
     /// Whether the items live in the `common` tenant (shared by every tenant).
     pub common: bool,
+    /// Who reads the entity's partition through the generic read routes, as the file declares it
+    /// (`read = "..."`, common entities only); `None` is [`ReadRule::Everyone`]. See
+    /// [`Entity::read_rule`].
+    pub read: Option<ReadRule>,
     /// The partition key template.
     pub pk: Template,
     /// The sort key template (without version).
@@ -298,6 +302,74 @@ pub struct Entity {
     pub writes: Option<String>,
     /// Deliberate exceptions to the key-design lint (`allow.<rule> = "reason"`): rule id to reason.
     pub allow: BTreeMap<String, String>,
+}
+
+/// Who may read a common entity through the query handler's generic routes (`/items/...`,
+/// `/settings/...`, `/query/{pattern}`): the entity's `read = "..."` in the model file.
+///
+/// `common` holds two kinds of data: data every tenant shares (master data, settings: read by
+/// everyone, the default) and per-tenant facts kept in one place (mbc's `USER#common` and
+/// `USER_TENANT#common`: which users exist, which tenant each belongs to), which no tenant should
+/// list. Only common entities take a rule: a tenant's own partitions are read by that tenant (and
+/// a global `system_admin`) whatever the model says.
+///
+/// ```
+/// use cqrs_model::ReadRule;
+/// assert_eq!(ReadRule::parse("system_admin"), Some(ReadRule::SystemAdmin));
+/// assert_eq!(ReadRule::parse("everyone"), Some(ReadRule::Everyone));
+/// assert_eq!(ReadRule::parse("admin"), None);
+/// // The narrower rule wins where two meet (a partition two entities share).
+/// assert!(ReadRule::SystemAdmin > ReadRule::Everyone);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum ReadRule {
+    /// Every caller (the default, and the only rule of a tenant entity).
+    #[default]
+    Everyone,
+    /// A global `system_admin` only (a `system_admin` role scoped to one tenant does not count).
+    SystemAdmin,
+}
+
+impl ReadRule {
+    /// Reads `everyone` or `system_admin`.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_model::ReadRule::parse("System_Admin"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "everyone" => Some(ReadRule::Everyone),
+            "system_admin" => Some(ReadRule::SystemAdmin),
+            _ => None,
+        }
+    }
+
+    /// The rule as the model file writes it.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_model::ReadRule::SystemAdmin.as_str(), "system_admin");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadRule::Everyone => "everyone",
+            ReadRule::SystemAdmin => "system_admin",
+        }
+    }
+}
+
+impl Entity {
+    /// Who reads this entity through the generic read routes: the declared rule, else
+    /// [`ReadRule::Everyone`].
+    ///
+    /// ```
+    /// use cqrs_model::{Model, ReadRule};
+    /// let model = Model::example();
+    /// assert_eq!(model.entity("user_tenant").unwrap().read_rule(), ReadRule::SystemAdmin);
+    /// assert_eq!(model.entity("master_data").unwrap().read_rule(), ReadRule::Everyone);
+    /// ```
+    pub fn read_rule(&self) -> ReadRule {
+        self.read.unwrap_or_default()
+    }
 }
 
 /// A sort-key condition a pattern allows.
@@ -533,6 +605,60 @@ impl Model {
             .flat_map(|i| i.key_attributes().map(|k| k.name.as_str()))
             .collect()
     }
+
+    /// The entities with a read rule narrower than [`ReadRule::Everyone`] whose partition template
+    /// has the shape of `pk` (its literals, and a non-empty value for each reference): the
+    /// entities whose items `pk` could hold. A pk of no such entity yields none.
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::example();
+    /// let names: Vec<&str> = model.restricted_in_partition("USER_TENANT#common").map(|e| e.name.as_str()).collect();
+    /// assert_eq!(names, ["user_tenant"]);
+    /// assert_eq!(model.restricted_in_partition("MASTER#common").count(), 0);
+    /// assert_eq!(model.restricted_in_partition("USER_TENANT#common#x").count(), 0);
+    /// ```
+    pub fn restricted_in_partition<'m>(&'m self, pk: &'m str) -> impl Iterator<Item = &'m Entity> {
+        self.entities
+            .iter()
+            .filter(move |e| e.read_rule() != ReadRule::Everyone && e.pk.read(pk).is_some())
+    }
+
+    /// Who may read the partition `pk` through the generic read routes: the narrowest rule of
+    /// the entities it could hold ([`Model::restricted_in_partition`]), [`ReadRule::Everyone`]
+    /// when it could hold none of them.
+    ///
+    /// ```
+    /// use cqrs_model::{Model, ReadRule};
+    /// let model = Model::example();
+    /// assert_eq!(model.partition_read_rule("USER#common"), ReadRule::SystemAdmin);
+    /// assert_eq!(model.partition_read_rule("MASTER#common"), ReadRule::Everyone);
+    /// assert_eq!(model.partition_read_rule("NOTE#common"), ReadRule::Everyone);
+    /// ```
+    pub fn partition_read_rule(&self, pk: &str) -> ReadRule {
+        self.restricted_in_partition(pk)
+            .map(Entity::read_rule)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Who may read an access pattern's answers: the narrowest rule of its entities.
+    ///
+    /// ```
+    /// use cqrs_model::{Model, ReadRule};
+    /// let model = Model::example();
+    /// let auth = model.pattern("auth_of_provider").unwrap();
+    /// assert_eq!(model.pattern_read_rule(auth), ReadRule::SystemAdmin);
+    /// assert_eq!(model.pattern_read_rule(model.pattern("settings").unwrap()), ReadRule::Everyone);
+    /// ```
+    pub fn pattern_read_rule(&self, pattern: &Pattern) -> ReadRule {
+        pattern
+            .entities
+            .iter()
+            .filter_map(|name| self.entity(name))
+            .map(Entity::read_rule)
+            .max()
+            .unwrap_or_default()
+    }
 }
 
 fn build(raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
@@ -680,6 +806,17 @@ fn build(raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
                 },
             );
         }
+        let read = e.read.as_deref().and_then(|text| {
+            let rule = ReadRule::parse(text);
+            if rule.is_none() {
+                err(
+                    place.clone(),
+                    "read",
+                    format!("{text:?} is not \"everyone\" or \"system_admin\""),
+                );
+            }
+            rule
+        });
         let (Some(pk), Some(sk)) = (pk, sk) else {
             continue;
         };
@@ -695,6 +832,7 @@ fn build(raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
             name,
             item_type,
             common: e.common,
+            read,
             pk,
             sk,
             id: e.id,

@@ -80,6 +80,9 @@ pub(crate) struct RawEntity {
     pub item_type: Option<String>,
     #[serde(default)]
     pub common: bool,
+    /// Who reads a common entity through the generic read routes: `everyone` (the default) or
+    /// `system_admin`.
+    pub read: Option<String>,
     #[serde(default)]
     pub attributes: BTreeMap<String, RawAttribute>,
     #[serde(default)]

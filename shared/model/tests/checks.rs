@@ -255,3 +255,60 @@ fn sparse_conditions_name_declared_values() {
         "LOST",
     );
 }
+
+#[test]
+fn read_rules_belong_to_common_entities_and_name_a_known_rule() {
+    let common = |read: &str| {
+        format!(
+            "[entities.link]\ncommon = true\n{read}\npk = \"LINK#common\"\nsk = \"{{who}}\"\nattributes.who = {{ type = \"string\", max = 64 }}\n"
+        )
+    };
+    // Additive: a model without `read` means what it meant (everyone reads common).
+    let model = Model::parse(&format!("{BASE}{}", common(""))).unwrap();
+    assert_eq!(
+        model.entity("link").unwrap().read_rule(),
+        cqrs_model::ReadRule::Everyone
+    );
+    assert_eq!(model.entity("link").unwrap().read, None);
+    let model = Model::parse(&format!("{BASE}{}", common("read = \"system_admin\""))).unwrap();
+    assert_eq!(
+        model.partition_read_rule("LINK#common"),
+        cqrs_model::ReadRule::SystemAdmin
+    );
+    assert_error(
+        &common("read = \"admins\""),
+        "entity `link`",
+        "read",
+        "\"admins\"",
+    );
+    // A tenant's own partition is read by that tenant: a read rule there makes no sense.
+    for rule in ["system_admin", "everyone"] {
+        assert_error(
+            &format!(
+                "[entities.note]\nread = \"{rule}\"\npk = \"NOTE#{{tenant}}\"\nsk = \"{{noteId}}\"\nattributes.noteId = {{ type = \"string\", max = 26 }}\n"
+            ),
+            "entity `note`",
+            "read",
+            "tenant entity",
+        );
+    }
+}
+
+#[test]
+fn the_change_logs_prefix_is_no_entitys() {
+    for (common, pk) in [
+        ("", "CQRS_CHANGE_LOG#{tenant}#{orderId}"),
+        ("common = true\n", "CQRS_CHANGE_LOG#common"),
+    ] {
+        assert_error(
+            &format!(
+                "[entities.mine]\n{common}pk = \"{pk}\"\nsk = \"{{orderId}}\"\nattributes.orderId = {{ type = \"string\", max = 26 }}\n"
+            ),
+            "entity `mine`",
+            "pk",
+            "CQRS_CHANGE_LOG",
+        );
+    }
+    // A prefix that merely begins like it is another prefix.
+    assert!(errors("[entities.mine]\npk = \"CQRS_CHANGE_LOGS#{tenant}\"\nsk = \"x\"\n").is_empty());
+}

@@ -364,3 +364,32 @@ fn explicit_keys_are_matched_to_their_entity() {
     assert!(model.entity_of_keys("USER#common", "nope#u").is_none());
     assert!(model.entity_of_keys("INVOICE#t1", "1").is_none());
 }
+
+/// The example keeps the per-tenant facts of `common` (users, user-tenant links) from every caller
+/// but a global system_admin, and leaves master data and settings to everyone.
+#[test]
+fn the_example_restricts_users_and_links_and_leaves_master_data_to_everyone() {
+    use cqrs_model::ReadRule;
+    let model = Model::example();
+    let restricted: Vec<&str> = model
+        .entities()
+        .iter()
+        .filter(|e| e.read_rule() == ReadRule::SystemAdmin)
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(restricted, ["user_auth", "user_tenant"]);
+    for pk in ["USER#common", "USER_TENANT#common"] {
+        assert_eq!(model.partition_read_rule(pk), ReadRule::SystemAdmin, "{pk}");
+    }
+    for pk in [
+        "MASTER#common",
+        "MASTER#t1",
+        "USER_TENANT#t1",
+        "USER_TENANT#common#x",
+        "PRODUCT#common",
+    ] {
+        assert_eq!(model.partition_read_rule(pk), ReadRule::Everyone, "{pk}");
+    }
+    let auth = model.pattern("auth_of_provider").unwrap();
+    assert_eq!(model.pattern_read_rule(auth), ReadRule::SystemAdmin);
+}

@@ -2,7 +2,9 @@
 //! claims) and `=local` (caller headers). Tenant t1 attacks tenant t2 and the `common` tenant:
 //! another tenant's pk in the body or the path, cursors of another tenant's listing, `#` and `@`
 //! smuggled into key parts, percent-encoding tricks, forged caller headers and roles, writes to
-//! `common` without `system_admin`.
+//! `common` without `system_admin`, and reads of the `common` entities the model keeps for a global
+//! `system_admin` (`read = "system_admin"`: every tenant's user links and users) on every read
+//! route, pattern and cursor.
 //!
 //! Every attack must be refused with a 4xx problem document, no table may change, and no answer may
 //! carry anything of t2's items (they hold a marker string that is looked for in every answer).
@@ -84,6 +86,28 @@ async fn seed(stack: &Stack) -> Seeded {
         json!({"pk": "MASTER#common", "sk": "SETTING#app#theme", "version": 0, "name": "dark"}),
     )
     .await;
+    // Every tenant's user links and users in `common` (read = "system_admin" in model.toml): t2's
+    // carry the marker, so a read of them by t1 would show in the answer.
+    for (tenant, user, name) in [("t1", "alice", "mine"), ("t2", "bob", T2_SECRET)] {
+        write(
+            ROOT,
+            json!({"pk": "USER_TENANT#common", "sk": format!("{tenant}#{user}"), "version": 0,
+                   "name": name, "attributes": {"tenantCode": tenant, "userId": user}}),
+        )
+        .await;
+        write(
+            ROOT,
+            json!({"pk": "USER#common", "sk": format!("sso#{user}"), "version": 0,
+                   "name": name, "attributes": {"provider": "sso", "userId": user}}),
+        )
+        .await;
+    }
+    write(
+        ROOT,
+        json!({"pk": "USER_TENANT#common", "sk": "t2#bob", "version": 1, "name": T2_SECRET,
+               "attributes": {"tenantCode": "t2", "userId": "bob"}}),
+    )
+    .await;
     // The projection, as data-sync would write it.
     let store = common::store(&stack.tables);
     for item in common::scan_items(&stack.tables, &stack.tables.command).await {
@@ -105,7 +129,23 @@ async fn seed(stack: &Stack) -> Seeded {
         .send(get("/items/PRODUCT%23t1?limit=2").from(mode, T1))
         .await;
     assert_eq!(own.status, 200, "{}", own.text);
+    // Cursors of the restricted `common` listings, as a system_admin gets them.
+    let cursor_of = |target: &'static str| async move {
+        let answer = stack.send(get(target).from(mode, ROOT)).await;
+        assert_eq!(answer.status, 200, "{target}: {}", answer.text);
+        answer.body["cursor"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{target}: a cursor"))
+            .to_string()
+    };
+    let links_cursor = cursor_of("/items/USER_TENANT%23common?limit=1").await;
+    let link_versions_cursor =
+        cursor_of("/items/USER_TENANT%23common/t2%23bob/versions?limit=1&order=asc").await;
+    let users_cursor = cursor_of("/query/auth_of_provider?provider=sso&limit=1").await;
     Seeded {
+        links_cursor,
+        link_versions_cursor,
+        users_cursor,
         t2_listing_cursor: listing.body["cursor"].as_str().expect("a cursor").into(),
         t2_versions_cursor: versions.body["cursor"].as_str().expect("a cursor").into(),
         t1_listing_cursor: own.body["cursor"].as_str().expect("a cursor").into(),
@@ -113,6 +153,9 @@ async fn seed(stack: &Stack) -> Seeded {
 }
 
 struct Seeded {
+    links_cursor: String,
+    link_versions_cursor: String,
+    users_cursor: String,
     t2_listing_cursor: String,
     t2_versions_cursor: String,
     t1_listing_cursor: String,
@@ -416,6 +459,48 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
             refused,
         ));
     }
+    // `common` entities only a global system_admin reads: every route, pattern and cursor, as t1
+    // and as t1's own (tenant-scoped) system_admin.
+    let t1_admin = Who {
+        user: "a1",
+        tenant: "t1",
+        roles: r#"[{"tenant":"t1","role":"system_admin"}]"#,
+    };
+    for target in [
+        "/items/USER_TENANT%23common".to_string(),
+        "/items/USER_TENANT%23common?skPrefix=t2%23".to_string(),
+        format!(
+            "/items/USER_TENANT%23common?limit=1&cursor={}",
+            seeded.links_cursor
+        ),
+        "/items/USER_TENANT%23common/t2%23bob".to_string(),
+        "/items/USER_TENANT%23common/t2%23bob?minVersion=1".to_string(),
+        "/items/USER_TENANT%23common/t2%23bob/versions".to_string(),
+        format!(
+            "/items/USER_TENANT%23common/t2%23bob/versions?limit=1&order=asc&cursor={}",
+            seeded.link_versions_cursor
+        ),
+        "/items/USER_TENANT%23common/t2%23bob/versions/1".to_string(),
+        "/items/USER%23common".to_string(),
+        "/items/USER%23common/sso%23bob".to_string(),
+        "/query/auth_of_provider?provider=sso".to_string(),
+        "/query/auth_of_provider?provider=sso&userId=bob".to_string(),
+        format!(
+            "/query/auth_of_provider?provider=sso&limit=1&cursor={}",
+            seeded.users_cursor
+        ),
+    ] {
+        attacks.push(attack(
+            format!("GET {target} (system_admin only)"),
+            as_t1(get(&target)),
+            FORBIDDEN,
+        ));
+        attacks.push(attack(
+            format!("GET {target} as t1's own system_admin"),
+            get(&target).from(mode, t1_admin),
+            FORBIDDEN,
+        ));
+    }
     // Forged caller headers and roles on reads.
     if mode == CallerMode::Jwt {
         attacks.push(attack(
@@ -461,9 +546,23 @@ async fn run_attacks(mode: CallerMode) -> (usize, usize, usize) {
         "/items/PRODUCT%23t1/P0/versions",
         "/items/PRODUCT%23t1/P0/versions/1",
         "/items/MASTER%23common/SETTING%23app%23theme",
+        "/settings/app/theme",
     ] {
         let answer = stack.send(get(target).from(mode, T1)).await;
         assert_eq!(answer.status, 200, "control {target}: {}", answer.text);
+    }
+    // A global system_admin reads the restricted `common` entities (so their refusal is one).
+    for target in [
+        "/items/USER_TENANT%23common/t2%23bob",
+        "/items/USER_TENANT%23common/t2%23bob/versions/1",
+        "/query/auth_of_provider?provider=sso&userId=bob",
+    ] {
+        let answer = stack.send(get(target).from(mode, ROOT)).await;
+        assert_eq!(answer.status, 200, "control {target}: {}", answer.text);
+        assert!(
+            answer.text.contains(T2_SECRET),
+            "control {target}: t2's link"
+        );
     }
     let answer = stack
         .send(get("/items/PRODUCT%23t2/P0").from(mode, T2))
