@@ -108,7 +108,9 @@ pub struct Accepted {
 #[tracing::instrument(skip_all, fields(method = %request.method(), path = %request_path(&request)))]
 pub async fn handle(app: &App, request: Request) -> Response<Body> {
     let request_id = request_id(&request);
-    match handle_command(app, &request, &request_id).await {
+    // On the heap: the command's state machine is large, and a caller that holds several (a
+    // test, a router) would carry each on its stack.
+    match Box::pin(handle_command(app, &request, &request_id)).await {
         Ok(response) => response,
         Err(error) => {
             match &error {
@@ -171,6 +173,13 @@ async fn handle_command(
     // or the version could be written but never projected nor versioned.
     cqrs_keys::validate_derived_keys(&input.pk, &input.sk)
         .map_err(|e| ApiError::bad_field("sk", e))?;
+    // The framework's own key spaces (the change log's) are written by the framework only.
+    if let Some(prefix) = cqrs_keys::reserved_prefix(&input.pk) {
+        return Err(ApiError::bad_field(
+            "pk",
+            format!("partitions starting with {prefix} are reserved for the framework"),
+        ));
+    }
     caller.authorize_write(&input.pk)?;
     let idempotency_key = idempotency_key(request)?;
     // Both cached per container: on a warm container neither reads.

@@ -154,7 +154,7 @@ pub async fn publish_command(
             // that the losers do not collide again in lockstep.
             tokio::time::sleep(backoff(attempt)).await;
         }
-        let (previous, base) = plan(store, input, mode, heads).await?;
+        let (previous, base) = Box::pin(plan(store, input, mode, heads)).await?;
         let item = build_item(input, mode, previous, base.as_ref(), audit, entity)?;
         let record = idempotency.map(|r| IdempotencyRecord {
             item_pk: item.pk.clone(),

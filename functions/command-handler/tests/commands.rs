@@ -452,3 +452,23 @@ fn strip_claims(request: &mut lambda_http::Request) {
         context.authorizer = None;
     }
 }
+
+#[tokio::test]
+async fn the_change_logs_partitions_are_refused_to_commands() {
+    let h = Harness::new().await;
+    let (status, problem) = h
+        .post(
+            &USER_T1,
+            json!({"pk": "CQRS_CHANGE_LOG#t1#2026-01", "sk": "2026-01-02T00:00:00.000Z#x-1", "version": 0}),
+        )
+        .await;
+    assert_eq!(status, 400, "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reserved"),
+        "{problem}"
+    );
+    assert_eq!(h.command_count().await, 0, "nothing written");
+}

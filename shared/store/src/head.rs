@@ -622,3 +622,229 @@ impl Store {
         ))
     }
 }
+
+/// A table whose rows name item versions, for `cqrs heads seed`'s scans.
+///
+/// ```
+/// assert_ne!(cqrs_store::head::VersionTable::Command, cqrs_store::head::VersionTable::Data);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionTable {
+    /// Command rows, `sk = base@version`.
+    Command,
+    /// History rows, `sk = base@version`.
+    History,
+    /// Data items, `sk = base`, `version` an attribute.
+    Data,
+}
+
+/// One stored version read by a seed scan.
+///
+/// ```
+/// let v = cqrs_store::head::StoredVersion { pk: "P#t1".into(), base_sk: "a".into(), version: 2 };
+/// assert_eq!(v.version, 2);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredVersion {
+    /// The item's partition key.
+    pub pk: String,
+    /// The item's sort key without version.
+    pub base_sk: String,
+    /// The version.
+    pub version: i64,
+}
+
+/// One page of a seed scan, and where the next starts (`None`: the table is done).
+///
+/// ```
+/// let page = cqrs_store::head::SeedPage::<i64>::default();
+/// assert!(page.rows.is_empty() && page.next.is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedPage<T> {
+    /// What the page held.
+    pub rows: Vec<T>,
+    /// The key the next page starts after, as the scan's `ExclusiveStartKey` (strings only).
+    pub next: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl<T> Default for SeedPage<T> {
+    fn default() -> Self {
+        SeedPage {
+            rows: Vec::new(),
+            next: None,
+        }
+    }
+}
+
+fn start_key(
+    start: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<HashMap<String, AttributeValue>> {
+    start.map(|key| {
+        key.iter()
+            .map(|(k, v)| (k.clone(), AttributeValue::S(v.clone())))
+            .collect()
+    })
+}
+
+fn next_key(
+    key: Option<&HashMap<String, AttributeValue>>,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let key = key.filter(|k| !k.is_empty())?;
+    Some(
+        key.iter()
+            .filter_map(|(k, v)| v.as_s().ok().map(|s| (k.clone(), s.clone())))
+            .collect(),
+    )
+}
+
+impl Store {
+    /// One page (at most `limit` rows) of a scan of `table` for `cqrs heads seed`: each row's
+    /// item and version (keys and version only are read). Rows whose sort key holds no version
+    /// (command, history) or that have no `version` (data) are left out.
+    ///
+    /// ```no_run
+    /// use cqrs_store::head::VersionTable;
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let page = store.scan_versions_page(VersionTable::Command, None, 500).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn scan_versions_page(
+        &self,
+        table: VersionTable,
+        start: Option<&std::collections::BTreeMap<String, String>>,
+        limit: u32,
+    ) -> Result<SeedPage<StoredVersion>, StoreError> {
+        let name = match table {
+            VersionTable::Command => &self.tables.command,
+            VersionTable::History => &self.tables.history,
+            VersionTable::Data => &self.tables.data,
+        };
+        let output = self
+            .client
+            .scan()
+            .table_name(name)
+            .projection_expression("pk, sk, version")
+            .consistent_read(true)
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start_key(start))
+            .send()
+            .await
+            .map_err(|e| sdk_error("Scan (seed heads)", e))?;
+        let rows = output
+            .items()
+            .iter()
+            .filter_map(|row| {
+                let (pk, sk) = (string(row, "pk")?, string(row, "sk")?);
+                let (base, version) = match table {
+                    VersionTable::Data => (sk, number(row, "version")?),
+                    _ => match cqrs_keys::parse_sort_key_version(sk) {
+                        Ok((base, Some(version))) => (base, version),
+                        _ => return None,
+                    },
+                };
+                Some(StoredVersion {
+                    pk: pk.to_string(),
+                    base_sk: base.to_string(),
+                    version,
+                })
+            })
+            .collect();
+        Ok(SeedPage {
+            rows,
+            next: next_key(output.last_evaluated_key()),
+        })
+    }
+
+    /// One page of the legacy heads (`HEAD#` + an item id, no `@`) in the idempotency table:
+    /// each head's id and version.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let page = store.scan_legacy_heads_page(None, 500).await?;
+    /// for (id, latest) in page.rows {
+    ///     println!("{id}: {latest}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn scan_legacy_heads_page(
+        &self,
+        start: Option<&std::collections::BTreeMap<String, String>>,
+        limit: u32,
+    ) -> Result<SeedPage<(String, i64)>, StoreError> {
+        let prefix = legacy_head_key("");
+        let output = self
+            .client
+            .scan()
+            .table_name(&self.tables.idempotency)
+            .filter_expression("begins_with(pk, :head) AND NOT contains(pk, :at)")
+            .expression_attribute_values(":head", AttributeValue::S(prefix.clone()))
+            .expression_attribute_values(
+                ":at",
+                AttributeValue::S(cqrs_keys::VER_SEPARATOR.to_string()),
+            )
+            .consistent_read(true)
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start_key(start))
+            .send()
+            .await
+            .map_err(|e| sdk_error("Scan (legacy heads)", e))?;
+        let rows = output
+            .items()
+            .iter()
+            .filter_map(|row| {
+                let id = string(row, "pk")?.strip_prefix(prefix.as_str())?;
+                Some((id.to_string(), number(row, LATEST)?))
+            })
+            .collect();
+        Ok(SeedPage {
+            rows,
+            next: next_key(output.last_evaluated_key()),
+        })
+    }
+
+    /// Every item the history table holds under id `id` (two items can share one): each item's
+    /// `pk` and base sort key, and its newest version there.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let items = store.items_with_id("ORDER#t1#ORDER#o1").await?;
+    /// if items.len() > 1 {
+    ///     println!("the id is shared by {} items", items.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn items_with_id(&self, id: &str) -> Result<Vec<StoredVersion>, StoreError> {
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.tables.history)
+            .index_name(HISTORY_VERSION_INDEX)
+            .key_condition_expression("id = :id")
+            .expression_attribute_values(":id", AttributeValue::S(id.to_string()))
+            .projection_expression("pk, sk, version")
+            .into_paginator()
+            .send();
+        let mut items: Vec<StoredVersion> = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("Query (items of an id)", e))?;
+            for row in page.items() {
+                let (Some(pk), Some(sk), Some(version)) =
+                    (string(row, "pk"), string(row, "sk"), number(row, "version"))
+                else {
+                    continue;
+                };
+                let base = cqrs_keys::remove_sort_key_version(sk);
+                match items.iter_mut().find(|i| i.pk == pk && i.base_sk == base) {
+                    Some(known) => known.version = known.version.max(version),
+                    None => items.push(StoredVersion {
+                        pk: pk.to_string(),
+                        base_sk: base.to_string(),
+                        version,
+                    }),
+                }
+            }
+        }
+        Ok(items)
+    }
+}

@@ -3,7 +3,8 @@
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them.
 //!
 //! `cqrs model lint` lints the key design; `cqrs report` reports partition heat and skew from the
-//! tables; `cqrs rebuild`, `cqrs verify` and `cqrs redrive` operate the tables ([`ops`]).
+//! tables; `cqrs rebuild`, `cqrs verify`, `cqrs redrive` and `cqrs heads` operate the tables
+//! ([`ops`]).
 //!
 //! Exit codes: 0 clean, 1 the model has errors (or the report flagged something, or a difference
 //! was found), 2 the command itself failed (e.g. unreadable file).
@@ -49,6 +50,10 @@ enum Command {
     Verify(ops::verify::VerifyArgs),
     /// List and show parked records, and re-project the items they name.
     Redrive(ops::redrive::RedriveArgs),
+    /// Every item's head record (its latest version): `status`, `seed` (give every stored item
+    /// a head, moving id-keyed legacy heads, then mark the heads complete: creates become one
+    /// transaction) and `mark shared` for tables another writer shares.
+    Heads(ops::heads::HeadsArgs),
 }
 
 /// Runs an async subcommand on a runtime of its own.
@@ -158,5 +163,6 @@ fn main() -> ExitCode {
         Command::Rebuild(args) => block_on(ops::rebuild::run(args)),
         Command::Verify(args) => block_on(ops::verify::run(args)),
         Command::Redrive(args) => block_on(ops::redrive::run(args)),
+        Command::Heads(args) => block_on(ops::heads::run(args)),
     }
 }

@@ -1,7 +1,8 @@
 //! The operator CLI against DynamoDB Local, run as the binary an operator runs: a rebuild stopped
 //! half way and resumed from its checkpoint (backfilling index keys with the current model), a
-//! verify that finds differences planted by hand and is clean again after a rebuild, and a
-//! redrive of a parked record.
+//! verify that finds differences planted by hand and is clean again after a rebuild, a
+//! redrive of a parked record, and the heads seed (the migration of id-keyed heads, stopped and
+//! resumed, with a collided id).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -28,6 +29,8 @@ fn cqrs(t: &TestTables, args: &[&str]) -> (i32, serde_json::Value, Output) {
         .env("DATA_TABLE", &t.data)
         .env("HISTORY_TABLE", &t.history)
         .env("PARKED_TABLE", &t.parked)
+        .env("COMMAND_TABLE", &t.command)
+        .env("IDEMPOTENCY_TABLE", &t.idempotency)
         .output()
         .expect("the cqrs binary runs");
     let json = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
@@ -300,7 +303,10 @@ async fn a_parked_record_is_listed_shown_and_redriven_from_history() {
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
     assert_eq!(list[0]["itemSk"], "R001@2");
-    let (code, shown, _) = cqrs(&t, &["redrive", "show", "PRODUCT#t1#R001"]);
+    let (code, shown, _) = cqrs(
+        &t,
+        &["redrive", "show", "--pk", "PRODUCT#t1", "--sk", "R001"],
+    );
     assert_eq!(code, 0);
     assert_eq!(shown[0]["record"]["eventID"], "e2", "{shown}");
 
@@ -331,4 +337,132 @@ async fn a_parked_record_is_listed_shown_and_redriven_from_history() {
         "redrive: 1 parked record listed and shown, its item re-projected from history (data \
          table v1 -> v2), 1 parked record removed, 0 left"
     );
+}
+
+async fn put_row(t: &TestTables, table: &str, item: &Item) {
+    t.client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item.to_attributes().unwrap()))
+        .send()
+        .await
+        .unwrap();
+}
+
+async fn put_legacy_head(t: &TestTables, id: &str, latest: i64) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    t.client
+        .put_item()
+        .table_name(&t.idempotency)
+        .item("pk", AttributeValue::S(cqrs_keys::legacy_head_key(id)))
+        .item("latest", AttributeValue::N(latest.to_string()))
+        .send()
+        .await
+        .unwrap();
+}
+
+fn version_of(pk: &str, base: &str, v: i64) -> Item {
+    let mut item = product(base, v);
+    item.pk = pk.into();
+    item.id = generate_id(pk, base);
+    item
+}
+
+/// A deployment from before heads had their `(pk, sk)` key: legacy heads (one collided, one
+/// orphaned), items with rows only, history only, data only. The seed, stopped after two pages
+/// and resumed, gives each item its own head and marks the heads complete; the collision and the
+/// orphan are reported (exit 1).
+#[tokio::test]
+async fn the_heads_seed_moves_legacy_heads_reports_collisions_and_completes() {
+    let t = cqrs_testkit::fresh_tables().await;
+    let store = store(&t);
+    // Collided: the order (ORDER#t1 / ORDER#o1) at 5 and ORDER#t1#ORDER / o1 at 2 shared one head.
+    for v in 1..=5 {
+        put_row(&t, &t.history, &version_of("ORDER#t1", "ORDER#o1", v)).await;
+    }
+    for v in 1..=2 {
+        put_row(&t, &t.history, &version_of("ORDER#t1#ORDER", "o1", v)).await;
+    }
+    put_legacy_head(&t, &generate_id("ORDER#t1", "ORDER#o1"), 5).await;
+    // A legacy head that knows more than the stored rows (older rows expired).
+    put_row(&t, &t.command, &version_of("PRODUCT#t1", "P1", 3)).await;
+    put_row(&t, &t.history, &version_of("PRODUCT#t1", "P1", 3)).await;
+    put_legacy_head(&t, &generate_id("PRODUCT#t1", "P1"), 7).await;
+    // An orphan: nothing stored any more.
+    put_legacy_head(&t, &generate_id("PRODUCT#t1", "GONE"), 4).await;
+    // No legacy head: rows only, history only, data only.
+    for v in 1..=12 {
+        put_row(&t, &t.command, &version_of("PRODUCT#t1", "ROWS", v)).await;
+    }
+    put_row(&t, &t.history, &version_of("PRODUCT#t1", "HIST", 6)).await;
+    put_row(
+        &t,
+        &t.data,
+        &version_of("PRODUCT#t1", "DATA", 9).into_data_item(),
+    )
+    .await;
+    // A head a command already moved past what is stored: never lowered.
+    store
+        .write_version(&version_of("PRODUCT#t1", "AHEAD", 1), None, None)
+        .await
+        .unwrap();
+    store.raise_head("PRODUCT#t1", "AHEAD", 20).await.unwrap();
+    assert_eq!(
+        store.heads_state().await.unwrap(),
+        cqrs_store::HeadsState::Incomplete
+    );
+
+    let checkpoint = std::env::temp_dir().join(format!("heads-{}.json", t.command));
+    let checkpoint = checkpoint.to_str().unwrap();
+    let args = [
+        "heads",
+        "seed",
+        "--page-size",
+        "3",
+        "--checkpoint",
+        checkpoint,
+        "--json",
+    ];
+    let (code, _, out) = cqrs(&t, &[&args[..], &["--stop-after-pages", "2"]].concat());
+    assert_eq!(code, 2, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::path::Path::new(checkpoint).exists(), "a checkpoint");
+    assert_eq!(
+        store.heads_state().await.unwrap(),
+        cqrs_store::HeadsState::Incomplete,
+        "not complete before it ends"
+    );
+    let (code, summary, out) = cqrs(&t, &args);
+    assert_eq!(code, 1, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(summary["state"], "complete", "{summary}");
+    assert_eq!(summary["collisionsFound"], 1, "{summary}");
+    assert_eq!(summary["orphansFound"], 1, "{summary}");
+    assert_eq!(summary["collisions"][0]["id"], "ORDER#t1#ORDER#o1");
+    assert!(
+        !std::path::Path::new(checkpoint).exists(),
+        "removed at the end"
+    );
+
+    for (pk, sk, latest) in [
+        ("ORDER#t1", "ORDER#o1", 5),
+        ("ORDER#t1#ORDER", "o1", 2),
+        ("PRODUCT#t1", "P1", 7),
+        ("PRODUCT#t1", "GONE", 4),
+        ("PRODUCT#t1", "ROWS", 12),
+        ("PRODUCT#t1", "HIST", 6),
+        ("PRODUCT#t1", "DATA", 9),
+        ("PRODUCT#t1", "AHEAD", 20),
+    ] {
+        assert_eq!(
+            store.get_head(pk, sk).await.unwrap(),
+            Some(latest),
+            "{pk} / {sk}"
+        );
+    }
+    let (code, status, _) = cqrs(&t, &["heads", "status", "--json"]);
+    assert_eq!((code, status["state"].clone()), (0, "complete".into()));
+    // Shared tables are never complete, whatever a later seed does.
+    let (code, _, _) = cqrs(&t, &["heads", "mark", "shared"]);
+    assert_eq!(code, 0);
+    let (_, summary, _) = cqrs(&t, &args);
+    assert_eq!(summary["state"], "shared", "{summary}");
 }

@@ -1,8 +1,10 @@
 //! The subcommands that operate a deployment's tables: `rebuild` and `verify` (the read model
-//! against the history table) and `redrive` (parked records). This module owns what they share:
+//! against the history table), `redrive` (parked records) and `heads` (every item's head record,
+//! and the migration of heads to their `(pk, sk)` key). This module owns what they share:
 //! the table names and endpoint (flags, else the environment, else the standard AWS SDK
 //! configuration), the store they build, progress bars, and exit codes.
 
+pub mod heads;
 pub mod rebuild;
 pub mod redrive;
 pub mod verify;
@@ -30,6 +32,12 @@ pub struct Connection {
     /// The parked-records table (records data-sync could not project).
     #[arg(long, env = "PARKED_TABLE", global = true)]
     pub parked_table: Option<String>,
+    /// The command table (every version, `sk@version`).
+    #[arg(long, env = "COMMAND_TABLE", global = true)]
+    pub command_table: Option<String>,
+    /// The idempotency table (idempotency records, item heads and the heads state).
+    #[arg(long, env = "IDEMPOTENCY_TABLE", global = true)]
+    pub idempotency_table: Option<String>,
     /// A DynamoDB endpoint other than AWS's, e.g. http://127.0.0.1:8000 for DynamoDB Local.
     /// Without it the standard SDK configuration applies (AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION,
     /// profiles, ...).
@@ -46,6 +54,12 @@ impl Connection {
                 Need::Data => (&self.data_table, "--data-table", "DATA_TABLE"),
                 Need::History => (&self.history_table, "--history-table", "HISTORY_TABLE"),
                 Need::Parked => (&self.parked_table, "--parked-table", "PARKED_TABLE"),
+                Need::Command => (&self.command_table, "--command-table", "COMMAND_TABLE"),
+                Need::Idempotency => (
+                    &self.idempotency_table,
+                    "--idempotency-table",
+                    "IDEMPOTENCY_TABLE",
+                ),
             };
             if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
                 return Err(format!("no table name: give {flag} or set {var}"));
@@ -57,7 +71,12 @@ impl Connection {
         }
         let config = loader.load().await;
         let name = |value: &Option<String>| value.clone().unwrap_or_default();
-        let mut tables = Tables::new("", name(&self.data_table), name(&self.history_table), "");
+        let mut tables = Tables::new(
+            name(&self.command_table),
+            name(&self.data_table),
+            name(&self.history_table),
+            name(&self.idempotency_table),
+        );
         if let Some(parked) = &self.parked_table {
             tables = tables.with_parked(parked);
         }
@@ -74,6 +93,10 @@ pub enum Need {
     History,
     /// `--parked-table` / `PARKED_TABLE`.
     Parked,
+    /// `--command-table` / `COMMAND_TABLE`.
+    Command,
+    /// `--idempotency-table` / `IDEMPOTENCY_TABLE`.
+    Idempotency,
 }
 
 /// A spinner counting work whose total is unknown (a scan), drawn on standard error only when it

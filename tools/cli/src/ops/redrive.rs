@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use cqrs_keys::{remove_sort_key_version, tenant_code};
+use cqrs_keys::{generate_id, remove_sort_key_version, tenant_code};
 use cqrs_store::Store;
 use cqrs_store::parked::ParkedRecord;
 use cqrs_store::projection::DataWrite;
@@ -43,8 +43,8 @@ pub enum RedriveCommand {
     /// Show every parked record of one item, with its reason and the stream record as Lambda
     /// delivered it.
     Show {
-        /// The item id (`pk#sk`, e.g. PRODUCT#t1#P001).
-        item: String,
+        #[command(flatten)]
+        item: ItemKey,
     },
     /// Re-project the items the parked records name from the history table, then remove the
     /// records.
@@ -52,9 +52,12 @@ pub enum RedriveCommand {
         /// Only this tenant's records.
         #[arg(long)]
         tenant: Option<String>,
-        /// Only this item's records (its id, `pk#sk`).
-        #[arg(long)]
-        item: Option<String>,
+        /// Only this item's records: its `pk` (with `--sk`).
+        #[arg(long, requires = "sk")]
+        pk: Option<String>,
+        /// Only this item's records: its sort key without version (with `--pk`).
+        #[arg(long, requires = "pk")]
+        sk: Option<String>,
         /// Say what would be written and removed; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -65,6 +68,30 @@ pub enum RedriveCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// One item, by its keys: an item id (`pk#sk`) can name two items (`("ORDER#t1", "ORDER#o1")` and
+/// `("ORDER#t1#ORDER", "o1")` share `ORDER#t1#ORDER#o1`), its keys only one.
+#[derive(Debug, Clone, Args)]
+pub struct ItemKey {
+    /// The item's partition key (e.g. PRODUCT#t1).
+    #[arg(long)]
+    pub pk: String,
+    /// The item's sort key without version (e.g. P001).
+    #[arg(long)]
+    pub sk: String,
+}
+
+impl ItemKey {
+    /// Whether `record` is of this item (its keys, never its id alone).
+    fn holds(&self, record: &ParkedRecord) -> bool {
+        record.item_pk.as_deref() == Some(self.pk.as_str())
+            && record
+                .item_sk
+                .as_deref()
+                .map(remove_sort_key_version)
+                .is_some_and(|sk| sk == self.sk)
+    }
 }
 
 /// Runs `cqrs redrive`.
@@ -82,15 +109,17 @@ pub async fn run(args: RedriveArgs) -> ExitCode {
         RedriveCommand::Show { item } => show(&store, &item).await,
         RedriveCommand::Run {
             tenant,
-            item,
+            pk,
+            sk,
             dry_run,
             keep,
             json,
         } => {
+            let item = pk.zip(sk).map(|(pk, sk)| ItemKey { pk, sk });
             redrive(
                 &store,
                 tenant.as_deref(),
-                item.as_deref(),
+                item.as_ref(),
                 dry_run,
                 keep,
                 json,
@@ -101,20 +130,22 @@ pub async fn run(args: RedriveArgs) -> ExitCode {
     result.unwrap_or_else(|e| fail("redrive", e))
 }
 
-/// The parked records of `tenant` (all tenants when `None`), of one item when `item` is given.
+/// The parked records of `tenant` (all tenants when `None`), of one item when `item` is given
+/// (read by its id, kept by its keys: another item may share the id).
 async fn records(
     store: &Store,
     tenant: Option<&str>,
-    item: Option<&str>,
+    item: Option<&ItemKey>,
 ) -> Result<Vec<ParkedRecord>, String> {
-    let tenant = tenant.or_else(|| item.and_then(tenant_code));
+    let tenant = tenant.or_else(|| item.and_then(|i| tenant_code(&i.pk)));
+    let id = item.map(|i| generate_id(&i.pk, &i.sk));
     let mut records = match tenant {
-        Some(tenant) => store.list_parked(Some(tenant), item).await,
+        Some(tenant) => store.list_parked(Some(tenant), id.as_deref()).await,
         None => store.scan_parked().await,
     }
     .map_err(|e| e.to_string())?;
     if let Some(item) = item {
-        records.retain(|r| r.item_id.as_deref() == Some(item));
+        records.retain(|r| item.holds(r));
     }
     records.sort_by(|a, b| {
         (&a.tenant, &a.item_id, &a.sequence_number).cmp(&(
@@ -161,10 +192,10 @@ async fn list(store: &Store, tenant: Option<&str>, json: bool) -> Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-async fn show(store: &Store, item: &str) -> Result<ExitCode, String> {
+async fn show(store: &Store, item: &ItemKey) -> Result<ExitCode, String> {
     let records = records(store, None, Some(item)).await?;
     if records.is_empty() {
-        println!("no parked record of {item}");
+        println!("no parked record of {} / {}", item.pk, item.sk);
         return Ok(ExitCode::SUCCESS);
     }
     let list: Vec<serde_json::Value> = records
@@ -203,7 +234,7 @@ struct Redriven {
 async fn redrive(
     store: &Store,
     tenant: Option<&str>,
-    item: Option<&str>,
+    item: Option<&ItemKey>,
     dry_run: bool,
     keep: bool,
     json: bool,
@@ -288,4 +319,39 @@ async fn redrive(
         return Ok(ExitCode::from(EXIT_DIFFERENCE));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parked(pk: &str, sk: &str) -> ParkedRecord {
+        ParkedRecord {
+            tenant: tenant_code(pk).map(str::to_string),
+            item_id: Some(generate_id(pk, sk)),
+            item_pk: Some(pk.into()),
+            item_sk: Some(sk.into()),
+            version: None,
+            sequence_number: "1".into(),
+            event_id: "e".into(),
+            event_name: "INSERT".into(),
+            reason_kind: "test".into(),
+            reason: "test".into(),
+            parked_at: String::new(),
+            record: None,
+        }
+    }
+
+    #[test]
+    fn an_item_is_named_by_its_keys_not_its_id() {
+        let order = ItemKey {
+            pk: "ORDER#t1".into(),
+            sk: "ORDER#o1".into(),
+        };
+        assert!(order.holds(&parked("ORDER#t1", "ORDER#o1@3")));
+        // Same id, another item.
+        let other = parked("ORDER#t1#ORDER", "o1@1");
+        assert_eq!(other.item_id, parked("ORDER#t1", "ORDER#o1@3").item_id);
+        assert!(!order.holds(&other));
+    }
 }
