@@ -87,7 +87,9 @@ ddb_local_install
 # Our functions (per profile), the hand-written floors and the echo (release only).
 FUNCTIONS=(command-handler query-handler data-sync)
 FUNCTION_BINS=(--bin command-handler --bin query-handler --bin data-sync)
-REFERENCE_BINS=(--bin floor-create --bin floor-get --bin floor-batch --bin bench-floor)
+# The floors are not default members (Cargo.toml): built in their own invocation, with `-p`, so
+# that neither side's features unify into the other's binaries.
+REFERENCE_BINS=(-p bench-floor --bin floor-create --bin floor-get --bin floor-batch --bin bench-floor)
 IFS=, read -r -a PROFILES <<<"${BENCH_PROFILES:-release,release-s,release-o3}"
 PROFILES=("${PROFILES[@]// /}")
 # The other profiles are built only when their phase runs.
@@ -123,7 +125,9 @@ if [[ ${BENCH_SKIP_ARM64:-} != 1 ]]; then
     done
     # release last: target/lambda keeps the chosen profile's bootstraps.
     timed "arm64 release (cargo lambda build --release --arm64)" \
-        cargo lambda build --release --arm64 "${FUNCTION_BINS[@]}" "${REFERENCE_BINS[@]}"
+        cargo lambda build --release --arm64 "${FUNCTION_BINS[@]}"
+    timed "arm64 release floors (cargo lambda build --release --arm64 -p bench-floor)" \
+        cargo lambda build --release --arm64 "${REFERENCE_BINS[@]}"
     keep_bootstraps release
 fi
 
@@ -134,11 +138,13 @@ for profile in "${PROFILES[@]}"; do
         cargo build --profile "$profile" "${FUNCTION_BINS[@]}"
 done
 timed "x86_64 release (cargo build --release)" \
-    cargo build --release "${FUNCTION_BINS[@]}" "${REFERENCE_BINS[@]}"
+    cargo build --release "${FUNCTION_BINS[@]}"
+timed "x86_64 release floors (cargo build --release -p bench-floor)" \
+    cargo build --release "${REFERENCE_BINS[@]}"
 # Its own invocation (local-stack's features must not unify into the function binaries), and a dev
 # build: it only creates the tables.
-timed "local-stack (cargo build --bin local-stack)" \
-    cargo build --bin local-stack
+timed "local-stack (cargo build -p local-stack --bin local-stack)" \
+    cargo build -p local-stack --bin local-stack
 
 if wants keys || wants projection || wants patterns; then
     step "the Rust benches (bench profile)"

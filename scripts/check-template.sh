@@ -8,6 +8,8 @@
 #   4. sam build             (cargo lambda build --release --arm64 per function, through zig; no
 #                             container) into .aws-sam/build
 #   5. each function's bootstrap exists and is an aarch64 (arm64) ELF executable
+#   6. what sam build compiled holds the functions' features alone (Cargo.toml's default-members),
+#      nothing the CLI, the bench floors or the tests ask of shared dependencies
 #
 # What the template means (routes, stream mapping, IAM, environment) is tested by
 # shared/testkit/tests/sam_template.rs on the YAML and by shared/testkit/tests/sam_transformed.rs on
@@ -102,6 +104,29 @@ PY
     if command -v file >/dev/null; then description=" - $(file -b "$bootstrap" | cut -d, -f1-2)"; fi
     printf '    %-24s %6.1f MiB (%s bytes)%s\n' "$function" "$(python3 -c "print($size / 1048576)")" "$size" "$description"
 done
+
+step "what sam build compiled: the functions' features alone (cargo tree -e features)"
+# `sam build` runs `cargo lambda build --bin <function>` in the workspace root (CodeUri: .); a cargo
+# command that names no package resolves the workspace's default members, which Cargo.toml sets to
+# the three functions. So the deployed build's features are those of `cargo tree` with no package
+# named; they must be exactly the functions' own, and hold nothing only the operator CLI, the bench
+# floors or the tests ask for. Without default-members they would be the whole workspace's.
+target=aarch64-unknown-linux-gnu
+deployed=$(cargo tree --locked -e features,no-dev --target "$target" --prefix none | sed "s/ (\*)$//" | sort -u)
+functions=$(cargo tree --locked -e features,no-dev --target "$target" --prefix none \
+    -p command-handler -p data-sync -p query-handler | sed "s/ (\*)$//" | sort -u)
+workspace=$(cargo tree --locked -e features,no-dev --target "$target" --prefix none --workspace | sed "s/ (\*)$//" | sort -u)
+[[ "$deployed" == "$functions" ]] ||
+    fail "the default members' features differ from the three functions' (Cargo.toml default-members)"
+for only_tools in 'clap v' 'indicatif v' 'aws-config v' 'serde_yaml v'; do
+    if grep -q "^$only_tools" <<<"$deployed"; then
+        fail "the deployed build pulls in ${only_tools% v}, which only tools and tests use"
+    fi
+    grep -q "^$only_tools" <<<"$workspace" ||
+        fail "the check is vacuous: the workspace no longer uses ${only_tools% v}"
+done
+printf '    %s feature edges deployed, %s in the whole workspace; none of clap, indicatif, aws-config, serde_yaml\n' \
+    "$(wc -l <<<"$deployed")" "$(wc -l <<<"$workspace")"
 
 trap - ERR
 printf '\ncheck-template: OK\n'

@@ -110,7 +110,7 @@ up() {
     cargo build --bin command-handler
     cargo build --bin data-sync
     cargo build --bin query-handler
-    cargo build --bin local-stack
+    cargo build -p local-stack --bin local-stack
 
     step "tables from template.yaml (prefix $STACK_PREFIX)"
     target/debug/local-stack create-tables "$STACK_PREFIX" | sed 's/^/    /'
