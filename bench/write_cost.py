@@ -17,7 +17,7 @@ def item(n, size):
             "attributes":{"M":{"blob":{"S":"x"*size}}}}
 rec = lambda k: {"pk":{"S":k},"fingerprint":{"S":"f"*64},"itemPk":{"S":"PRODUCT#t1"},"itemSk":{"S":"P@1"},
                  "itemId":{"S":"PRODUCT#t1#P"},"version":{"N":"1"},"ttl":{"N":"4000000000"}}
-head = lambda n: {"pk":{"S":f"HEAD#PRODUCT#t1#P{n}"},"latest":{"N":"1"}}
+head = lambda n: {"pk":{"S":f"HEAD#PRODUCT#t1@P{n}"},"latest":{"N":"1"}}
 def tot(r): return sum(x["CapacityUnits"] for x in r["ConsumedCapacity"]) if isinstance(r["ConsumedCapacity"], list) else r["ConsumedCapacity"]["CapacityUnits"]
 n=0
 for size in [200, 900, 3000]:
@@ -26,7 +26,7 @@ for size in [200, 900, 3000]:
     n+=1; a = c.transact_write_items(TransactItems=[{"Put":{"TableName":cmd,"Item":item(n,size),"ConditionExpression":"attribute_not_exists(pk)"}},{"Put":{"TableName":idem,"Item":head(n),"ConditionExpression":"attribute_not_exists(pk)"}}], ReturnConsumedCapacity="TOTAL")
     n+=1; ak = c.transact_write_items(TransactItems=[{"Put":{"TableName":cmd,"Item":item(n,size),"ConditionExpression":"attribute_not_exists(pk)"}},{"Put":{"TableName":idem,"Item":head(n),"ConditionExpression":"attribute_not_exists(pk)"}},{"Put":{"TableName":idem,"Item":rec(f"k{n}"),"ConditionExpression":"attribute_not_exists(pk)"}}], ReturnConsumedCapacity="TOTAL")
     # reads: head get (consistent)
-    g = c.get_item(TableName=idem, Key={"pk":{"S":f"HEAD#PRODUCT#t1#P{n}"}}, ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
+    g = c.get_item(TableName=idem, Key={"pk":{"S":f"HEAD#PRODUCT#t1@P{n}"}}, ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
     print(size, "bytes: before", tot(b), "WCU (PutItem),", tot(bk), "WCU (with key); after", tot(a), "WCU,", tot(ak), "WCU (with key) as reported; head read", tot(g), "RCU"); print("  3-item transaction as reported:", ak["ConsumedCapacity"])
 # -1 read before: query over all versions of one item with 20 versions of 900 B
 for v in range(1,21):

@@ -312,3 +312,34 @@ async fn a_create_draws_a_number_into_an_attribute_and_a_failed_create_leaves_a_
     assert_eq!(seq.counter("SEQ#t1", "invoice#none").await, Some(3));
     println!("sequences: 2 creates numbered INV-00001 and INV-00003, 1 failed create left 1 gap");
 }
+
+/// A retried create with the same `Idempotency-Key` answers the first result and never draws a
+/// second number: the record is read before the draw (the transaction's failed condition, which
+/// answers every other retry, comes after it).
+#[tokio::test]
+async fn a_retried_create_with_the_same_idempotency_key_draws_no_second_number() {
+    let seq = Seq::new().await;
+    let create = || {
+        Req::command(
+            "POST",
+            &json!({"pk": "INVOICE#t1", "sk": "R1", "version": 0, "attributes": {"amount": 10},
+                    "sequence": {"attribute": "invoiceNo", "typeCode": "invoice"}})
+            .to_string(),
+        )
+        .header("idempotency-key", "invoice-r1")
+        .claims_of(T1)
+    };
+    let first = seq.send(create()).await;
+    assert_eq!(first.status, 202, "{}", first.text);
+    for _ in 0..3 {
+        let retry = seq.send(create()).await;
+        assert_eq!(retry.status, 202, "{}", retry.text);
+        assert_eq!(retry.body, first.body, "the first result");
+    }
+    assert_eq!(
+        seq.counter("SEQ#t1", "invoice#none").await,
+        Some(1),
+        "one number drawn for four requests"
+    );
+    println!("sequences: a create retried 3 times with its Idempotency-Key drew 1 number");
+}

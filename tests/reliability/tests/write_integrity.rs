@@ -360,13 +360,13 @@ async fn fifty_concurrent_latest_writers_leave_no_gap_on_an_item_without_a_head(
 async fn keys_whose_derived_keys_cannot_be_stored_are_refused() {
     let stack = Stack::new(CallerMode::Jwt).await;
     let pk = |len: usize| format!("PRODUCT#t1#{}", "p".repeat(len - "PRODUCT#t1#".len()));
-    // Each key valid alone; together `pk#sk` (and `HEAD#pk#sk`) go over 2048 bytes.
+    // Each key valid alone; together `pk#sk` (and `HEAD#pk@sk`) go over 2048 bytes.
     let refused = [
         (pk(2048), "s".repeat(1003)),
         (pk(2000), "s".repeat(100)),
         (pk(1100), "s".repeat(1003)),
         (pk(2048), "s".to_string()),
-        (pk(2000), "s".repeat(2048 - 5 - 2000)), // `HEAD#pk#sk` = 2049 bytes
+        (pk(2000), "s".repeat(2048 - 5 - 2000)), // `HEAD#pk@sk` = 2049 bytes
     ];
     let mut refusals = 0;
     for (pk, sk) in &refused {
@@ -393,7 +393,7 @@ async fn keys_whose_derived_keys_cannot_be_stored_are_refused() {
         assert_eq!(tables_state(&stack).await, before);
         refusals += 1;
     }
-    // The longest accepted pair: `HEAD#pk#sk` is exactly 2048 bytes. It is written, versioned and
+    // The longest accepted pair: `HEAD#pk@sk` is exactly 2048 bytes. It is written, versioned and
     // projected (history index and data table).
     let (long_pk, long_sk) = (pk(2000), "s".repeat(2048 - 5 - 2000 - 1));
     for version in [0, -1] {
@@ -414,7 +414,7 @@ async fn keys_whose_derived_keys_cannot_be_stored_are_refused() {
     assert_eq!(data.len(), 1);
     println!(
         "unprojectable keys: {} of {} refused with 400 naming the 2048-byte limit, 0 written; \
-         the longest accepted key pair (HEAD#pk#sk = 2048 bytes) written and projected",
+         the longest accepted key pair (HEAD#pk@sk = 2048 bytes) written and projected",
         refusals,
         refused.len()
     );
