@@ -3,10 +3,10 @@
 //!
 //! The fingerprint is a SHA-256 digest of the method and the body as JSON in a canonical form:
 //! member order and white space do not matter, numbers are compared exactly (the item crate's
-//! [`parse_json`] keeps every digit DynamoDB keeps, so `1.00000000000000000001` and `1` differ,
+//! [`parse_json`](cqrs_item::parse_json) keeps every digit DynamoDB keeps, so `1.00000000000000000001` and `1` differ,
 //! where reading them as `f64` made them equal). It is versioned (`v2:` before the digest);
 //! records written before the version existed hold the digest of the body as serde_json printed
-//! it (numbers through `f64`), which [`matches`] still recognises, so retries in flight across a
+//! it (numbers through `f64`), which [`matches()`] still recognises, so retries in flight across a
 //! deploy still replay.
 
 use lambda_http::http::Method;
