@@ -93,6 +93,21 @@ fuzz_target!(|data: &[u8]| {
                         .map(|a| key[&a.name].clone())
                         .collect();
                     assert!(plan.in_range(&sort));
+                    // Every value has the key schema's type and fits DynamoDB's key sizes, so
+                    // the start key is one DynamoDB accepts.
+                    for attr in &plan.sort_attrs {
+                        let value = &key[&attr.name];
+                        assert_eq!(
+                            matches!(value, cqrs_model::KeyValue::N(_)),
+                            attr.ty == cqrs_model::KeyType::N,
+                            "{}: {value:?}",
+                            attr.name
+                        );
+                        assert!(value.as_str().len() <= cqrs_keys::MAX_SORT_KEY_BYTES);
+                    }
+                    for table_key in ["pk", "sk"] {
+                        assert!(matches!(key[table_key], cqrs_model::KeyValue::S(_)));
+                    }
                     let (pk, sk) = (key["pk"].as_str(), key["sk"].as_str());
                     assert!(plan.entity_of_table_key(pk, sk).is_some());
                 }

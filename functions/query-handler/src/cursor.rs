@@ -26,8 +26,8 @@
 //! ```
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use cqrs_keys::MAX_SORT_KEY_BYTES;
-use cqrs_model::{KeyValue, PatternQuery};
+use cqrs_keys::{MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
+use cqrs_model::{KeyType, KeyValue, PatternQuery};
 use cqrs_problem::ApiError;
 use cqrs_store::entries::EntryKey;
 use cqrs_store::query::{Order, PageKey, PartitionQuery, SortKeyRange, VersionKey, VersionQuery};
@@ -381,19 +381,29 @@ fn position_key(
     }
     let mut key = EntryKey::new();
     for name in expected {
+        // The key schema's type and DynamoDB's size limit of this attribute: a start key that
+        // breaks either is refused by DynamoDB (a ValidationException), so it is a bad cursor.
+        let (ty, max) = match plan.sort_attrs.iter().find(|a| a.name == name) {
+            Some(attr) => (attr.ty, MAX_SORT_KEY_BYTES),
+            None if name == "pk" => (KeyType::S, MAX_PARTITION_KEY_BYTES),
+            None => (KeyType::S, MAX_SORT_KEY_BYTES),
+        };
         let value = match members
             .get(name)
             .and_then(|v| v.as_array())
             .map(Vec::as_slice)
         {
-            Some([ty, text]) => match (ty.as_str(), text.as_str()) {
-                (Some("S"), Some(text)) => KeyValue::S(text.to_string()),
-                (Some("N"), Some(text)) => KeyValue::N(text.to_string()),
+            // Binary key attributes travel as text, as the handler reads them.
+            Some([kind, text]) => match (kind.as_str(), text.as_str(), ty) {
+                (Some("S"), Some(text), KeyType::S | KeyType::B) => KeyValue::S(text.to_string()),
+                (Some("N"), Some(text), KeyType::N) if cqrs_item::Number::parse(text).is_ok() => {
+                    KeyValue::N(text.to_string())
+                }
                 _ => return Err(outside()),
             },
             _ => return Err(outside()),
         };
-        if value.as_str().is_empty() || value.as_str().len() > MAX_SORT_KEY_BYTES * 2 {
+        if value.as_str().is_empty() || value.as_str().len() > max {
             return Err(outside());
         }
         key.insert(name.to_string(), value);
@@ -502,6 +512,68 @@ mod tests {
                 decode_partition(&forged, &query).unwrap_err().status(),
                 400,
                 "{forged}"
+            );
+        }
+    }
+
+    /// A pattern cursor for `orders_by_status` (10 shards) whose first shard stands at `gsi2sk`.
+    fn status_cursor(members: serde_json::Value) -> String {
+        let mut shards = vec![serde_json::json!(0); 10];
+        shards[0] = members;
+        let model = cqrs_model::Model::example();
+        let plan = model
+            .query("orders_by_status", "t1", &[("status", "PENDING")])
+            .unwrap();
+        raw(&serde_json::json!({
+            "l": "query",
+            "p": "orders_by_status",
+            "f": format!("{:016x}", plan.fingerprint()),
+            "o": "asc",
+            "s": shards,
+        })
+        .to_string())
+    }
+
+    /// Each key value of a pattern position has the type the index's (or table's) key schema
+    /// declares and fits DynamoDB's key sizes; anything else is a 400 naming `cursor`, never a
+    /// start key DynamoDB refuses (a 500, the review's forged `"gsi2sk":["N","1"]`).
+    #[test]
+    fn pattern_positions_have_the_key_schema_types_and_sizes() {
+        let model = cqrs_model::Model::example();
+        let plan = model
+            .query("orders_by_status", "t1", &[("status", "PENDING")])
+            .unwrap();
+        let good = serde_json::json!({
+            "gsi2sk": ["S", "2024-01-15T10:30:00.000Z#o1"],
+            "pk": ["S", "ORDER#t1"],
+            "sk": ["S", "ORDER#o1"],
+        });
+        let decoded = decode_pattern(&status_cursor(good.clone()), &plan, Order::Ascending)
+            .expect("a position the handler made decodes");
+        let ShardPosition::After(key) = &decoded.shards[0] else {
+            panic!("{decoded:?}")
+        };
+        assert_eq!(
+            key["gsi2sk"],
+            KeyValue::S("2024-01-15T10:30:00.000Z#o1".into())
+        );
+        let long = "x".repeat(MAX_SORT_KEY_BYTES + 1);
+        for (attr, value) in [
+            ("gsi2sk", serde_json::json!(["N", "1"])),
+            ("gsi2sk", serde_json::json!(["B", "AQ"])),
+            ("gsi2sk", serde_json::json!(["S", long])),
+            ("pk", serde_json::json!(["N", "1"])),
+            ("sk", serde_json::json!(["N", "1"])),
+            ("sk", serde_json::json!(["S", format!("ORDER#{long}")])),
+        ] {
+            let mut forged = good.clone();
+            forged[attr] = value.clone();
+            let error = decode_pattern(&status_cursor(forged), &plan, Order::Ascending)
+                .expect_err(&format!("{attr} = {value}"));
+            assert_eq!(error.status(), 400, "{attr} = {value}");
+            assert!(
+                matches!(&error, ApiError::BadRequest { field: Some(f), .. } if f == FIELD),
+                "{attr} = {value}: {error:?}"
             );
         }
     }

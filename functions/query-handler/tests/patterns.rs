@@ -735,3 +735,143 @@ async fn bad_pattern_requests_are_400s_naming_the_parameter() {
     assert_eq!(h.get(&USER_T1, "/query/").await.status, 404);
     assert_eq!(h.get(&USER_T1, "/query/a/b").await.status, 404);
 }
+
+/// Review hole 2 through HTTP: an upper bound keeps every setting whose category is at most it, also
+/// a category that is a proper prefix of the bound followed by a character below `#` (`ui` is at
+/// most `ui x`, and its key `SETTING#ui#…` sorts above `SETTING#ui x…`). The key condition reads a
+/// little more than the bound (`SETTING#ui!#…` too) and the exact filter drops it: pages before the
+/// last are still full, and the order is the key order.
+#[tokio::test]
+async fn an_upper_bound_keeps_categories_that_are_proper_prefixes_of_it() {
+    let h = Harness::new().await;
+    let categories = ["u", "ui", "ui x", "ui x!", "ui!", "ui\"a", "uj", "ui$"];
+    let mut items = Vec::new();
+    for (c, category) in categories.iter().enumerate() {
+        for code in 0..4 {
+            items.push(entity_item(
+                "setting",
+                "t1",
+                json!({"category": category, "code": format!("c{code}"), "value": "v"}),
+                &at(c * 4 + code),
+                1,
+            ));
+        }
+    }
+    h.put_all(&items).await;
+    type Keep = fn(&str) -> bool;
+    // `str` compares byte-wise, as DynamoDB compares keys.
+    let cases: [(&str, Keep); 6] = [
+        ("to=ui%20x", |c| c <= "ui x"),
+        ("before=ui%20x", |c| c < "ui x"),
+        ("to=ui", |c| c <= "ui"),
+        ("from=ui&to=ui%20x", |c| ("ui"..="ui x").contains(&c)),
+        ("after=u&before=ui%24", |c| c > "u" && c < "ui$"),
+        ("to=ui%22", |c| c <= "ui\""),
+    ];
+    for (range, keep) in cases {
+        let mut expected: Vec<(String, String)> = items
+            .iter()
+            .filter(|i| keep(i.attributes["category"].as_str().unwrap()))
+            .map(|i| {
+                (
+                    i.sk.clone(),
+                    format!(
+                        "{}/{}",
+                        i.attributes["category"].as_str().unwrap(),
+                        i.attributes["code"].as_str().unwrap()
+                    ),
+                )
+            })
+            .collect();
+        expected.sort();
+        let expected: Vec<String> = expected.into_iter().map(|(_, name)| name).collect();
+        assert!(!expected.is_empty(), "{range}");
+        for limit in [1, 3, 100] {
+            let pages = read_all(&h, &USER_T1, &format!("/query/settings?{range}"), limit).await;
+            let got: Vec<String> = pages
+                .iter()
+                .flatten()
+                .map(|i| {
+                    format!(
+                        "{}/{}",
+                        i["attributes"]["category"].as_str().unwrap(),
+                        i["attributes"]["code"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            assert_eq!(got, expected, "{range} in pages of {limit}");
+        }
+    }
+}
+
+/// Review holes 3 and 4 through HTTP: crossed bounds are a 400 naming the lower one (not an empty
+/// 200), and a pattern cursor whose position holds a key value of the wrong type or size is a 400
+/// naming `cursor` (not DynamoDB's ValidationException as a 500).
+#[tokio::test]
+async fn crossed_bounds_and_forged_positions_are_400s() {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+    let h = Harness::new().await;
+    let mut items: Vec<Item> = (0..30).map(|i| order("t1", i, "PENDING", "u")).collect();
+    items.push(entity_item(
+        "setting",
+        "t1",
+        json!({"category": "ab", "code": "c", "value": "v"}),
+        &at(1),
+        1,
+    ));
+    h.put_all(&items).await;
+    for (target, field) in [
+        ("/query/settings?from=ab&to=a", "from"),
+        ("/query/settings?after=ab&to=ab", "after"),
+        ("/query/settings?from=b&before=b", "from"),
+        (
+            "/query/readings_of_sensor?sensorId=s1&after=2024-01&to=2024-01-15",
+            "after",
+        ),
+    ] {
+        h.get(&USER_T1, target)
+            .await
+            .assert_problem(400, Some(field));
+    }
+
+    let first = h
+        .get(&USER_T1, "/query/orders_by_status?status=PENDING&limit=1")
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let cursor = first.cursor().expect("more than one page");
+    let token: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&cursor).unwrap()).unwrap();
+    let shard = token["s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(Value::is_object)
+        .expect("a shard stands after an entry");
+    let long = "9".repeat(1100);
+    for (attr, value) in [
+        ("gsi2sk", json!(["N", "1"])),
+        ("gsi2sk", json!(["S", long])),
+        ("sk", json!(["N", "1"])),
+    ] {
+        let mut forged = token.clone();
+        forged["s"][shard][attr] = value.clone();
+        let text = URL_SAFE_NO_PAD.encode(forged.to_string());
+        let answer = h
+            .get(
+                &USER_T1,
+                &format!("/query/orders_by_status?status=PENDING&limit=1&cursor={text}"),
+            )
+            .await;
+        assert_eq!(answer.status, 400, "{attr} = {value}: {}", answer.body);
+        answer.assert_problem(400, Some("cursor"));
+    }
+    // The genuine cursor still reads on.
+    let next = h
+        .get(
+            &USER_T1,
+            &format!("/query/orders_by_status?status=PENDING&limit=1&cursor={cursor}"),
+        )
+        .await;
+    assert_eq!(next.status, 200, "{}", next.body);
+}

@@ -17,8 +17,10 @@
 //!   attribute left to right, a condition only on the last one given, none skipped.
 //!
 //! Key conditions are as narrow as DynamoDB can express; where a bound cannot be expressed exactly
-//! (an exclusive bound, a shortened period) the condition reads a little more and
-//! [`PatternQuery::matches`] is exact.
+//! (an exclusive bound, a shortened period, an upper bound that a shorter part is a proper prefix
+//! of: `ui` is at most `ui x`, but its key continues `ui#`, which sorts after `ui x`) the condition
+//! reads a little more and [`PatternQuery::matches`] is exact. Bounds between which no value lies
+//! are refused, naming the lower one.
 //!
 //! ```
 //! use cqrs_model::{KeyValue, Model, SortOp};
@@ -155,6 +157,10 @@ struct OpenPart {
     attr: usize,
     /// Which reference of that attribute's template (counting every reference).
     reference: usize,
+    /// What the template writes right after the open part: its literal (`#`), `None` when the
+    /// part ends the key. A part that is a proper prefix of an upper bound is followed by it in
+    /// the key, and the upper end of the key condition must still read it.
+    follower: Option<String>,
     from: Option<Bound>,
     to: Option<Bound>,
     after: Option<Bound>,
@@ -382,6 +388,7 @@ impl Model {
                         let part_open = OpenPart {
                             attr: position,
                             reference,
+                            follower: follower(template, reference),
                             from: bound(first, &part, &get, "from")?,
                             to: bound(first, &part, &get, "to")?,
                             after: bound(first, &part, &get, "after")?,
@@ -890,12 +897,22 @@ fn condition(
     }
     let lower = open.from.as_ref().or(open.after.as_ref());
     let upper = open.to.as_ref().or(open.before.as_ref());
+    if let (Some(l), Some(u)) = (lower, upper)
+        && crossed(l, open.after.is_some(), u, open.before.is_some())
+    {
+        let name = if open.from.is_some() { "from" } else { "after" };
+        let other = if open.to.is_some() { "to" } else { "before" };
+        return Err(plan_error(
+            name,
+            format!("must not sort after {other}: no value lies between them"),
+        ));
+    }
     let lo = match lower {
         Some(b) => format!("{prefix}{}", b.text),
         None => prefix.to_string(),
     };
     let hi = match upper {
-        Some(b) => format!("{prefix}{}{MAX_CHAR}", b.text),
+        Some(b) => upper_end(prefix, &b.text, open.follower.as_deref()),
         None => format!("{prefix}{MAX_CHAR}"),
     };
     for (name, text) in [("from", &lo), ("to", &hi)] {
@@ -909,13 +926,69 @@ fn condition(
             ));
         }
     }
-    if lo > hi {
-        let name = if open.from.is_some() { "from" } else { "after" };
-        let other = if open.to.is_some() { "to" } else { "before" };
-        return Err(plan_error(name, format!("must not sort after {other}")));
-    }
     Ok(Some(SortKeyCondition {
         attribute: key.name.clone(),
         op: SortOp::Between(lo, hi),
     }))
+}
+
+/// What the template writes right after reference `reference`: the literal, `None` at the end
+/// (and an empty literal if another reference followed directly, which the model refuses).
+fn follower(template: &Template, reference: usize) -> Option<String> {
+    let mut seen = 0;
+    let mut parts = template.parts().iter();
+    for part in parts.by_ref() {
+        if part.is_reference() {
+            if seen == reference {
+                break;
+            }
+            seen += 1;
+        }
+    }
+    match parts.next() {
+        None => None,
+        Some(Part::Lit(lit)) => Some(lit.clone()),
+        Some(_) => Some(String::new()),
+    }
+}
+
+/// The upper end of the key condition for parts at most `bound`: every key whose part sorts at
+/// or below it. A key is `prefix + part + follower + rest`; a part that is a proper prefix of the
+/// bound sorts below it, but its key continues with the follower, which may sort above the
+/// bound's next character (`ui#...` against `ui x`): the end is the highest of
+/// `prefix + bound + U+10FFFF` and, for each proper prefix of the bound,
+/// `prefix + that prefix + follower + U+10FFFF`. Entries it reads beyond the exact bound are
+/// dropped by [`PatternQuery::matches`].
+fn upper_end(prefix: &str, bound: &str, follower: Option<&str>) -> String {
+    let mut end = format!("{prefix}{bound}{MAX_CHAR}");
+    if let Some(follower) = follower {
+        for (cut, _) in bound.char_indices().skip(1) {
+            let candidate = format!("{prefix}{}{follower}{MAX_CHAR}", &bound[..cut]);
+            if candidate.as_bytes() > end.as_bytes() {
+                end = candidate;
+            }
+        }
+    }
+    end
+}
+
+/// Whether no part can lie between a lower and an upper bound (`strict`: `after` / `before`). A
+/// period is all the values that begin with it: as an upper bound it reaches past every one of
+/// them, and as an exclusive lower bound it starts after every one of them.
+fn crossed(lower: &Bound, lower_strict: bool, upper: &Bound, upper_strict: bool) -> bool {
+    let low = if lower.period && lower_strict {
+        format!("{}{MAX_CHAR}", lower.text)
+    } else {
+        lower.text.clone()
+    };
+    let high = if upper.period && !upper_strict {
+        format!("{}{MAX_CHAR}", upper.text)
+    } else {
+        upper.text.clone()
+    };
+    match low.as_bytes().cmp(high.as_bytes()) {
+        Ordering::Greater => true,
+        Ordering::Equal => lower_strict || upper_strict,
+        Ordering::Less => false,
+    }
 }

@@ -7,6 +7,9 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
 use common::{Caller, Req, Stack, T1, get};
 use cqrs_caller::CallerMode;
 use serde_json::{Value, json};
@@ -418,12 +421,48 @@ fn corpus(mode: CallerMode) -> Vec<(String, Req)> {
         "/query/stores_in_region?region=CA&city=Oakland".into(),
         "/query/products?includeDeleted=maybe".into(),
         "/query/products?from=a&after=b".into(),
+        "/query/settings?from=ab&to=a".into(),
+        "/query/settings?after=ab&before=ab".into(),
+        "/query/readings_of_sensor?sensorId=s1&after=2024-01&to=2024-01-15".into(),
         "/query/%FF".into(),
         "/query/a/b".into(),
         "/query/".into(),
     ] {
         let shown: String = query.chars().take(80).collect();
         get(format!("pattern {shown}"), query);
+    }
+    // Pattern cursors of the right pattern, tenant and parameters whose position holds a key
+    // value of another type or over DynamoDB's size (DynamoDB would refuse the start key).
+    let model = cqrs_model::Model::example();
+    let plan = model
+        .query("orders_by_status", T1.tenant, &[("status", "PENDING")])
+        .expect("the example pattern plans");
+    let long = "9".repeat(1100);
+    for (what, attr, value) in [
+        ("a number sort key", "gsi2sk", json!(["N", "1"])),
+        ("an oversized sort key", "gsi2sk", json!(["S", long])),
+        ("a number table key", "sk", json!(["N", "1"])),
+    ] {
+        let mut position = json!({
+            "gsi2sk": ["S", "2024-01-15T10:30:00.000Z#o1"],
+            "pk": ["S", format!("ORDER#{}", T1.tenant)],
+            "sk": ["S", "ORDER#o1"],
+        });
+        position[attr] = value;
+        let mut shards = vec![json!(0); plan.partitions.len()];
+        shards[0] = position;
+        let token = json!({
+            "l": "query",
+            "p": "orders_by_status",
+            "f": format!("{:016x}", plan.fingerprint()),
+            "o": "asc",
+            "s": shards,
+        });
+        let cursor = URL_SAFE_NO_PAD.encode(token.to_string());
+        get(
+            format!("pattern cursor with {what}"),
+            format!("/query/orders_by_status?status=PENDING&cursor={cursor}"),
+        );
     }
     // Unknown routes.
     for path in [
