@@ -114,6 +114,38 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+    // Forged positions: a cursor of the right pattern, tenant and parameters whose sort position
+    // holds the input's value (first character the type, the rest the text) decodes only when the
+    // value has the index's key type and fits a sort key.
+    let plan = model
+        .query("orders_by_status", "t1", &[("status", "PENDING")])
+        .expect("the example pattern plans");
+    let (kind, text) = cursor_text
+        .char_indices()
+        .nth(1)
+        .map_or((cursor_text, ""), |(i, _)| cursor_text.split_at(i));
+    let mut shards = vec![serde_json::json!(0); plan.partitions.len()];
+    shards[0] = serde_json::json!({
+        "gsi2sk": [kind, text],
+        "pk": ["S", "ORDER#t1"],
+        "sk": ["S", "ORDER#o1"],
+    });
+    let forged = base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        serde_json::json!({
+            "l": "query",
+            "p": "orders_by_status",
+            "f": format!("{:016x}", plan.fingerprint()),
+            "o": "asc",
+            "s": shards,
+        })
+        .to_string(),
+    );
+    if check(cursor::decode_pattern(&forged, &plan, Order::Ascending)).is_some() {
+        assert_eq!(kind, "S");
+        assert!(!text.is_empty() && text.len() <= cqrs_keys::MAX_SORT_KEY_BYTES);
+    }
+
     let allowed = [
         "skPrefix",
         "skFrom",

@@ -578,6 +578,69 @@ mod tests {
         }
     }
 
+    /// A native multi-attribute index with a number sort attribute: its positions must hold
+    /// numbers DynamoDB stores (`1e999` is none), as `N`.
+    #[test]
+    fn number_key_positions_are_numbers_dynamodb_stores() {
+        let model = cqrs_model::Model::parse(
+            r#"
+[indexes.byscore]
+pk = [{ name = "scTenant", type = "S" }]
+sk = [{ name = "scScore", type = "N" }, { name = "scId", type = "S" }]
+
+[entities.player]
+pk = "PLAYER#{tenant}"
+sk = "{playerId}"
+id = "playerId"
+attributes.playerId = { type = "string", max = 26 }
+attributes.score = { type = "number", required = true, width = 10 }
+indexes.byscore = { pk = ["{tenant}"], sk = ["{score}", "{playerId}"] }
+
+[patterns.players_by_score]
+entity = "player"
+index = "byscore"
+params = []
+description = "players by score"
+"#,
+        )
+        .unwrap();
+        let plan = model.query("players_by_score", "t1", &[]).unwrap();
+        let cursor = |position: serde_json::Value| {
+            raw(&serde_json::json!({
+                "l": "query",
+                "p": "players_by_score",
+                "f": format!("{:016x}", plan.fingerprint()),
+                "o": "asc",
+                "s": [position],
+            })
+            .to_string())
+        };
+        let good = serde_json::json!({
+            "scScore": ["N", "42"],
+            "scId": ["S", "p1"],
+            "pk": ["S", "PLAYER#t1"],
+            "sk": ["S", "p1"],
+        });
+        let decoded = decode_pattern(&cursor(good.clone()), &plan, Order::Ascending).unwrap();
+        assert!(matches!(
+            &decoded.shards[0],
+            ShardPosition::After(key) if key["scScore"] == KeyValue::N("42".into())
+        ));
+        for (attr, value) in [
+            ("scScore", serde_json::json!(["N", "1e999"])),
+            ("scScore", serde_json::json!(["N", "forty"])),
+            ("scScore", serde_json::json!(["N", "1".repeat(39)])),
+            ("scScore", serde_json::json!(["S", "42"])),
+            ("scId", serde_json::json!(["N", "1"])),
+        ] {
+            let mut forged = good.clone();
+            forged[attr] = value.clone();
+            let error = decode_pattern(&cursor(forged), &plan, Order::Ascending)
+                .expect_err(&format!("{attr} = {value}"));
+            assert_eq!(error.status(), 400, "{attr} = {value}");
+        }
+    }
+
     #[test]
     fn version_cursors_check_every_key_attribute() {
         let query = VersionQuery::new("P#t1", "a");
