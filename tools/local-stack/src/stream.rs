@@ -18,6 +18,9 @@ struct ShardState {
     iterator: Option<String>,
     started: bool,
     finished: bool,
+    /// The sequence number of the last record returned, so that a shard read again from its
+    /// start skips what was already returned.
+    last_sequence: Option<String>,
 }
 
 /// Reads records from every shard of one stream, in order within each shard.
@@ -82,6 +85,7 @@ impl StreamReader {
                         iterator: None,
                         started: false,
                         finished: false,
+                        last_sequence: None,
                     });
             }
             match description.last_evaluated_shard_id() {
@@ -124,34 +128,101 @@ impl StreamReader {
         let iterator = match (state.started, state.iterator) {
             (true, Some(iterator)) => iterator,
             (true, None) => return Ok(Vec::new()),
-            (false, _) => self
-                .client
-                .get_shard_iterator()
-                .stream_arn(&self.stream_arn)
-                .shard_id(shard_id)
-                .shard_iterator_type(ShardIteratorType::TrimHorizon)
-                .send()
-                .await
-                .map_err(|e| self.error("GetShardIterator", DisplayErrorContext(&e)))?
-                .shard_iterator()
-                .map(str::to_string)
-                .ok_or_else(|| self.error("GetShardIterator", "no iterator returned"))?,
+            (false, _) => self.horizon(shard_id).await?,
         };
         let limit = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
-        let output = self
+        let output = match self
             .client
             .get_records()
             .shard_iterator(iterator)
             .limit(limit)
             .send()
             .await
-            .map_err(|e| self.error("GetRecords", DisplayErrorContext(&e)))?;
+        {
+            Ok(output) => output,
+            // DynamoDB Local (3.3.1) refuses the iterator an empty shard handed out once another
+            // table is written before the shard's first record, and iterators expire: the shard
+            // is read again from its start, and what was returned already is skipped below.
+            Err(e)
+                if e.as_service_error().is_some_and(|e| {
+                    e.is_trimmed_data_access_exception() || e.is_expired_iterator_exception()
+                }) =>
+            {
+                tracing::debug!(
+                    shard = shard_id,
+                    "iterator refused; reading the shard again from its start"
+                );
+                let iterator = self.horizon(shard_id).await?;
+                self.client
+                    .get_records()
+                    .shard_iterator(iterator)
+                    .limit(limit)
+                    .send()
+                    .await
+                    .map_err(|e| self.error("GetRecords", DisplayErrorContext(&e)))?
+            }
+            Err(e) => return Err(self.error("GetRecords", DisplayErrorContext(&e))),
+        };
         let next = output.next_shard_iterator().map(str::to_string);
         let state = self.shards.get_mut(shard_id).expect("shard known above");
         state.started = true;
         // A closed shard has no next iterator once drained: its children may be read.
         state.finished = next.is_none();
         state.iterator = next;
-        Ok(output.records().to_vec())
+        let records: Vec<Record> = output
+            .records()
+            .iter()
+            .filter(|record| {
+                let sequence = record.dynamodb().and_then(|r| r.sequence_number());
+                match (&state.last_sequence, sequence) {
+                    (Some(last), Some(sequence)) => sequence_after(sequence, last),
+                    _ => true,
+                }
+            })
+            .cloned()
+            .collect();
+        if let Some(sequence) = records
+            .last()
+            .and_then(|r| r.dynamodb())
+            .and_then(|r| r.sequence_number())
+        {
+            state.last_sequence = Some(sequence.to_string());
+        }
+        Ok(records)
+    }
+
+    /// A `TRIM_HORIZON` iterator of `shard_id`: its oldest record on.
+    async fn horizon(&self, shard_id: &str) -> Result<String, StreamError> {
+        self.client
+            .get_shard_iterator()
+            .stream_arn(&self.stream_arn)
+            .shard_id(shard_id)
+            .shard_iterator_type(ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .map_err(|e| self.error("GetShardIterator", DisplayErrorContext(&e)))?
+            .shard_iterator()
+            .map(str::to_string)
+            .ok_or_else(|| self.error("GetShardIterator", "no iterator returned"))
+    }
+}
+
+/// Whether stream sequence number `a` comes after `b` (decimal strings of up to 40 digits, ordered
+/// as numbers).
+fn sequence_after(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim_start_matches('0'), b.trim_start_matches('0'));
+    (a.len(), a) > (b.len(), b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sequence_after;
+
+    #[test]
+    fn sequence_numbers_compare_as_numbers() {
+        assert!(sequence_after("10", "9"));
+        assert!(sequence_after("000000000000000000010", "9"));
+        assert!(!sequence_after("9", "000000000000000000009"));
+        assert!(!sequence_after("8", "9"));
     }
 }
