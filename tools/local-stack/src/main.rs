@@ -3,7 +3,9 @@
 //! ```text
 //! local-stack create-tables PREFIX
 //!     Creates the tables of template.yaml, named as the template names them with Prefix=PREFIX,
-//!     in the DynamoDB that AWS_ENDPOINT_URL_DYNAMODB points at (it must be local).
+//!     in the DynamoDB that AWS_ENDPOINT_URL_DYNAMODB points at (it must be local). When it created
+//!     the command, data, history and idempotency tables, it marks their heads complete, as a new
+//!     stack's first command would.
 //! local-stack stream-mapper TABLE INVOKE_URL [FUNCTION]
 //!     Plays the template's stream mapping locally: reads TABLE's stream and invokes FUNCTION
 //!     (default data-sync) at INVOKE_URL (cargo lambda watch, e.g. http://127.0.0.1:9000) with
@@ -70,18 +72,19 @@ async fn create_tables(prefix: &str) -> Result<(), String> {
     )
     .await
     .map_err(|e| e.to_string())?;
-    let existing = client
-        .list_tables()
-        .send()
-        .await
-        .map_err(|e| {
+    // Every page of table names: a DynamoDB Local that tests have used holds more than one.
+    let mut existing = Vec::new();
+    let mut pages = client.list_tables().into_paginator().send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
             format!(
                 "ListTables: {}",
                 aws_sdk_dynamodb::error::DisplayErrorContext(&e)
             )
-        })?
-        .table_names()
-        .to_vec();
+        })?;
+        existing.extend(page.table_names().iter().cloned());
+    }
+    let mut created = HashMap::new();
     for spec in template::workspace_tables().map_err(|e| e.to_string())? {
         let name = spec
             .table_name(&[("Prefix", prefix)])
@@ -94,6 +97,30 @@ async fn create_tables(prefix: &str) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
         println!("table {name} ({}) created", spec.logical_id);
+        created.insert(spec.logical_id.clone(), name);
+    }
+    // A new stack starts with its heads complete (a create is one transaction), as the command
+    // handler's first command on empty tables would find; tables that existed keep their state.
+    if let [Some(command), Some(data), Some(history), Some(idempotency)] = [
+        "CommandTable",
+        "DataTable",
+        "HistoryTable",
+        "IdempotencyTable",
+    ]
+    .map(|id| created.get(id))
+    {
+        let store = cqrs_store::Store::new(
+            client,
+            cqrs_store::Tables::new(command, data, history, idempotency),
+        );
+        let state = store
+            .mark_heads(
+                cqrs_store::HeadsState::Complete,
+                "local-stack create-tables",
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        println!("heads {} (new tables)", state.as_str());
     }
     Ok(())
 }

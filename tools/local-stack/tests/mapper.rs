@@ -174,6 +174,17 @@ async fn a_function_that_always_crashes_dead_letters_each_record_once() {
     assert_eq!(report.dead_lettered, 3, "nothing is lost silently");
 }
 
+/// The `sk` of each stream record.
+fn sort_keys(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| match r.dynamodb().unwrap().keys().unwrap().get("sk") {
+            Some(aws_sdk_dynamodbstreams::types::AttributeValue::S(s)) => s.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn records_of_a_real_stream_are_read_in_order() {
     use aws_sdk_dynamodb::types::AttributeValue;
@@ -203,13 +214,7 @@ async fn records_of_a_real_stream_are_read_in_order() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let sks: Vec<String> = read
-        .iter()
-        .map(|r| match r.dynamodb().unwrap().keys().unwrap().get("sk") {
-            Some(aws_sdk_dynamodbstreams::types::AttributeValue::S(s)) => s.clone(),
-            other => panic!("{other:?}"),
-        })
-        .collect();
+    let sks = sort_keys(&read);
     assert_eq!(sks, (1..=7).map(|i| format!("P@{i}")).collect::<Vec<_>>());
 }
 
@@ -266,12 +271,6 @@ async fn a_write_to_another_table_before_the_first_record_loses_nothing() {
             break;
         }
     }
-    let sks: Vec<String> = read
-        .iter()
-        .map(|r| match r.dynamodb().unwrap().keys().unwrap().get("sk") {
-            Some(aws_sdk_dynamodbstreams::types::AttributeValue::S(s)) => s.clone(),
-            other => panic!("{other:?}"),
-        })
-        .collect();
+    let sks = sort_keys(&read);
     assert_eq!(sks, ["P@1", "P@2", "P@3"]);
 }
