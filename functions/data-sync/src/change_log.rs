@@ -20,8 +20,8 @@
 //! entity's item has an entry's key. Before, entries were written under `LOG#<tenant>#<YYYY-MM>`
 //! ([`LEGACY_PK_PREFIX`]), the key space of the example model's `log` entity (mbc's time series):
 //! in the data table they were listed as `log` items, and held the key of a real `log` item.
-//! Entries written then stay where they are until [`migrate_legacy`] moves them (`cqrs` has no
-//! subcommand for it yet); a reader of a month that began before the upgrade reads both
+//! Entries written then stay where they are until [`migrate_legacy`] moves them (`cqrs change-log
+//! migrate` runs it); a reader of a month that began before the upgrade reads both
 //! partitions, [`month_partitions`].
 //!
 //! The entry's key is a function of the item id and version, so a replayed record finds its entry

@@ -3,8 +3,8 @@
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them.
 //!
 //! `cqrs model lint` lints the key design; `cqrs report` reports partition heat and skew from the
-//! tables; `cqrs rebuild`, `cqrs verify`, `cqrs redrive` and `cqrs heads` operate the tables
-//! ([`ops`]).
+//! tables; `cqrs rebuild`, `cqrs verify`, `cqrs redrive`, `cqrs heads` and `cqrs change-log`
+//! operate the tables ([`ops`]).
 //!
 //! Exit codes: 0 clean, 1 the model has errors (or the report flagged something, or a difference
 //! was found), 2 the command itself failed (e.g. unreadable file).
@@ -54,6 +54,9 @@ enum Command {
     /// a head, moving id-keyed legacy heads, then mark the heads complete: creates become one
     /// transaction) and `mark shared` for tables another writer shares.
     Heads(ops::heads::HeadsArgs),
+    /// The change log data-sync writes: `migrate` moves entries written under the old `LOG#`
+    /// prefix to the reserved `CQRS_CHANGE_LOG#`.
+    ChangeLog(ops::change_log::ChangeLogArgs),
 }
 
 /// Runs an async subcommand on a runtime of its own.
@@ -164,5 +167,6 @@ fn main() -> ExitCode {
         Command::Verify(args) => block_on(ops::verify::run(args)),
         Command::Redrive(args) => block_on(ops::redrive::run(args)),
         Command::Heads(args) => block_on(ops::heads::run(args)),
+        Command::ChangeLog(args) => block_on(ops::change_log::run(args)),
     }
 }

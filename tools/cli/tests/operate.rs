@@ -1,8 +1,8 @@
 //! The operator CLI against DynamoDB Local, run as the binary an operator runs: a rebuild stopped
 //! half way and resumed from its checkpoint (backfilling index keys with the current model), a
 //! verify that finds differences planted by hand and is clean again after a rebuild, a
-//! redrive of a parked record, and the heads seed (the migration of id-keyed heads, stopped and
-//! resumed, with a collided id).
+//! redrive of a parked record, the heads seed (the migration of id-keyed heads, stopped and
+//! resumed, with a collided id), and the change log's move to its reserved prefix.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -465,4 +465,76 @@ async fn the_heads_seed_moves_legacy_heads_reports_collisions_and_completes() {
     assert_eq!(code, 0);
     let (_, summary, _) = cqrs(&t, &args);
     assert_eq!(summary["state"], "shared", "{summary}");
+}
+
+/// A change log entry of tenant t1 as data-sync writes it now, and the same entry under the old
+/// `LOG#` prefix.
+fn change_log_entries(event: &str) -> (Item, Item) {
+    let mut change = data_sync::Change::example();
+    change.item.id = format!("{}-{event}", change.item.id);
+    let current = data_sync::change_log::entry(&change).unwrap();
+    let mut legacy = current.clone();
+    legacy.pk = current.pk.replacen(
+        cqrs_keys::CHANGE_LOG_PK_PREFIX,
+        data_sync::change_log::LEGACY_PK_PREFIX,
+        1,
+    );
+    legacy.id = generate_id(&legacy.pk, &legacy.sk);
+    legacy.item_type = data_sync::change_log::LEGACY_PK_PREFIX.into();
+    (current, legacy)
+}
+
+/// `cqrs change-log migrate` moves the old prefix's entries (a second run moves nothing), leaves an
+/// entry whose new key holds another one in place and says so with exit 1, and without a table
+/// name fails naming the flag and the variable.
+#[tokio::test]
+async fn the_change_log_migration_moves_old_entries_once_and_reports_conflicts() {
+    let t = cqrs_testkit::fresh_tables().await;
+    let (current, legacy) = change_log_entries("a");
+    put_row(&t, &t.data, &legacy).await;
+    let (code, json, output) = cqrs(&t, &["change-log", "migrate", "--table", &t.data, "--json"]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        (&json["moved"], &json["alreadyMoved"], &json["conflicts"]),
+        (&1.into(), &0.into(), &0.into()),
+        "{json}"
+    );
+    let keys: Vec<(String, String)> = data_items(&t)
+        .await
+        .into_iter()
+        .map(|i| (i.pk, i.sk))
+        .collect();
+    assert_eq!(keys, [(current.pk.clone(), current.sk.clone())]);
+    let (code, json, _) = cqrs(&t, &["change-log", "migrate", "--table", &t.data, "--json"]);
+    assert_eq!((code, &json["moved"]), (0, &0.into()), "{json}");
+
+    // An old entry whose new key already holds a different entry stays where it is.
+    let (mut taken, legacy) = change_log_entries("b");
+    taken
+        .attributes
+        .insert("requestId".into(), Value::from("another"));
+    put_row(&t, &t.data, &taken).await;
+    put_row(&t, &t.data, &legacy).await;
+    let (code, output_json, output) = cqrs(&t, &["change-log", "migrate", "--table", &t.data]);
+    assert_eq!(code, 1, "{}", String::from_utf8_lossy(&output.stdout));
+    assert_eq!(output_json, serde_json::Value::Null);
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 left in place"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(
+        data_items(&t)
+            .await
+            .iter()
+            .any(|i| i.pk == legacy.pk && i.sk == legacy.sk)
+    );
+
+    let (code, _, output) = cqrs(&t, &["change-log", "migrate"]);
+    assert_eq!(code, 2);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--table") && stderr.contains("CHANGE_LOG_TABLE"),
+        "{stderr}"
+    );
 }

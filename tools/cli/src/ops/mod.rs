@@ -1,9 +1,11 @@
 //! The subcommands that operate a deployment's tables: `rebuild` and `verify` (the read model
-//! against the history table), `redrive` (parked records) and `heads` (every item's head record,
-//! and the migration of heads to their `(pk, sk)` key). This module owns what they share:
+//! against the history table), `redrive` (parked records), `heads` (every item's head record,
+//! and the migration of heads to their `(pk, sk)` key) and `change-log` (the migration of the
+//! change log to its reserved prefix). This module owns what they share:
 //! the table names and endpoint (flags, else the environment, else the standard AWS SDK
 //! configuration), the store they build, progress bars, and exit codes.
 
+pub mod change_log;
 pub mod heads;
 pub mod rebuild;
 pub mod redrive;
