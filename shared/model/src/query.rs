@@ -959,10 +959,19 @@ fn follower(template: &Template, reference: usize) -> Option<String> {
 /// `prefix + bound + U+10FFFF` and, for each proper prefix of the bound,
 /// `prefix + that prefix + follower + U+10FFFF`. Entries it reads beyond the exact bound are
 /// dropped by [`PatternQuery::matches`].
+///
+/// Only a prefix whose next byte in the bound sorts at or below the follower's first byte can
+/// reach past the bound (otherwise its key sorts below the bound at that byte), so only those are
+/// built: with the `#` follower, the characters a space, `!` and `"`.
 fn upper_end(prefix: &str, bound: &str, follower: Option<&str>) -> String {
     let mut end = format!("{prefix}{bound}{MAX_CHAR}");
     if let Some(follower) = follower {
-        for (cut, _) in bound.char_indices().skip(1) {
+        let first = follower.bytes().next().unwrap_or(u8::MAX);
+        for (cut, _) in bound
+            .char_indices()
+            .skip(1)
+            .filter(|(cut, _)| bound.as_bytes().get(*cut).is_some_and(|b| *b <= first))
+        {
             let candidate = format!("{prefix}{}{follower}{MAX_CHAR}", &bound[..cut]);
             if candidate.as_bytes() > end.as_bytes() {
                 end = candidate;

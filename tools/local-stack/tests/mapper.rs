@@ -185,25 +185,36 @@ fn sort_keys(records: &[Record]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn records_of_a_real_stream_are_read_in_order() {
+/// Writes `PRODUCT#t1` / `sk` into `table`.
+async fn put(tables: &cqrs_testkit::TestTables, table: &str, sk: &str) {
     use aws_sdk_dynamodb::types::AttributeValue;
-    let tables = cqrs_testkit::fresh_tables().await;
-    for i in 0..7 {
-        tables
-            .client
-            .put_item()
-            .table_name(&tables.command)
-            .item("pk", AttributeValue::S("PRODUCT#t1".into()))
-            .item("sk", AttributeValue::S(format!("P@{}", i + 1)))
-            .send()
-            .await
-            .unwrap();
-    }
+    tables
+        .client
+        .put_item()
+        .table_name(table)
+        .item("pk", AttributeValue::S("PRODUCT#t1".into()))
+        .item("sk", AttributeValue::S(sk.into()))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A reader of the command table's stream, its shards known.
+async fn command_stream(tables: &cqrs_testkit::TestTables) -> local_stack::stream::StreamReader {
     let arn = tables.command_stream_arn().await;
     let mut reader =
         local_stack::stream::StreamReader::new(cqrs_testkit::streams_client().await, &arn);
     reader.refresh_shards().await.unwrap();
+    reader
+}
+
+#[tokio::test]
+async fn records_of_a_real_stream_are_read_in_order() {
+    let tables = cqrs_testkit::fresh_tables().await;
+    for i in 0..7 {
+        put(&tables, &tables.command, &format!("P@{}", i + 1)).await;
+    }
+    let mut reader = command_stream(&tables).await;
     let mut read = Vec::new();
     for _ in 0..50 {
         for shard in reader.readable_shards(&HashSet::new()) {
@@ -225,25 +236,8 @@ async fn records_of_a_real_stream_are_read_in_order() {
 /// nothing is lost or read twice. (In AWS the iterator stays valid; the retry costs nothing there.)
 #[tokio::test]
 async fn a_write_to_another_table_before_the_first_record_loses_nothing() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     let tables = cqrs_testkit::fresh_tables().await;
-    let put = |table: String, sk: String| {
-        let client = tables.client.clone();
-        async move {
-            client
-                .put_item()
-                .table_name(table)
-                .item("pk", AttributeValue::S("PRODUCT#t1".into()))
-                .item("sk", AttributeValue::S(sk))
-                .send()
-                .await
-                .unwrap();
-        }
-    };
-    let arn = tables.command_stream_arn().await;
-    let mut reader =
-        local_stack::stream::StreamReader::new(cqrs_testkit::streams_client().await, &arn);
-    reader.refresh_shards().await.unwrap();
+    let mut reader = command_stream(&tables).await;
     let shards = reader.readable_shards(&HashSet::new());
     assert_eq!(shards.len(), 1);
     let shard = &shards[0];
@@ -251,11 +245,11 @@ async fn a_write_to_another_table_before_the_first_record_loses_nothing() {
     for _ in 0..2 {
         assert!(reader.read(shard, 10).await.unwrap().is_empty());
     }
-    put(tables.data.clone(), "other".into()).await;
+    put(&tables, &tables.data, "other").await;
     assert!(reader.read(shard, 10).await.unwrap().is_empty());
-    put(tables.command.clone(), "P@1".into()).await;
-    put(tables.data.clone(), "other2".into()).await;
-    put(tables.command.clone(), "P@2".into()).await;
+    put(&tables, &tables.command, "P@1").await;
+    put(&tables, &tables.data, "other2").await;
+    put(&tables, &tables.command, "P@2").await;
     let mut read = Vec::new();
     for _ in 0..20 {
         read.extend(reader.read(shard, 1).await.expect("the reader recovers"));
@@ -263,8 +257,8 @@ async fn a_write_to_another_table_before_the_first_record_loses_nothing() {
             break;
         }
     }
-    put(tables.data.clone(), "other3".into()).await;
-    put(tables.command.clone(), "P@3".into()).await;
+    put(&tables, &tables.data, "other3").await;
+    put(&tables, &tables.command, "P@3").await;
     for _ in 0..20 {
         read.extend(reader.read(shard, 10).await.expect("the reader recovers"));
         if read.len() >= 3 {
