@@ -156,9 +156,11 @@ pub async fn copy_master_data(
             })
         }
     };
+    // A `common` item expired now is not copied: it is as absent as on the query side.
     let mut query = PartitionQuery::new(source_pk)
         .range(SortKeyRange::Prefix(prefix))
-        .limit(limit);
+        .limit(limit)
+        .live_at(chrono::Utc::now().timestamp());
     query.start = start;
     let page = app.store.query_partition(&query).await?;
     let mut report = CopyReport {

@@ -339,18 +339,19 @@ fn backoff(attempt: usize) -> std::time::Duration {
 
 /// The stored content of version `previous`, which the new version builds on: its command row,
 /// or the data table's item when that is at this version and the row is gone (TTL, a delete).
-/// `None` when neither holds it (any more).
+/// `None` when neither holds it (any more). A row or item whose `ttl` has passed is gone although
+/// DynamoDB has not deleted it yet ([`Item::is_expired`], the rule of the query side too).
 async fn stored_base(
     store: &Store,
     input: &CommandInput,
     previous: i64,
 ) -> Result<Option<Item>, ApiError> {
-    if let Some(row) = store.get_command(&input.pk, &input.sk, previous).await? {
+    let now = chrono::Utc::now().timestamp();
+    let live = |item: Option<Item>| item.filter(|item| !item.is_expired(now));
+    if let Some(row) = live(store.get_command(&input.pk, &input.sk, previous).await?) {
         return Ok(Some(row));
     }
-    Ok(store
-        .get_data_item(&input.pk, &input.sk)
-        .await?
+    Ok(live(store.get_data_item(&input.pk, &input.sk).await?)
         .filter(|item| item.version == previous))
 }
 

@@ -609,13 +609,15 @@ pub async fn draw(context: &DrawContext<'_>, request: &DrawRequest<'_>) -> Resul
     let zone_sk = setting_sk(TIME_ZONE_SETTING.0, TIME_ZONE_SETTING.1)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let codes = request.params.codes()?;
+    // A format or time zone expired now is as absent as on the query side.
+    let now = Utc::now().timestamp();
     let (format_item, zone_item) = tokio::try_join!(
         context
             .store
-            .master_item_with_common(request.tenant, &format_sk),
+            .master_item_with_common(request.tenant, &format_sk, now),
         context
             .store
-            .master_item_with_common(request.tenant, &zone_sk),
+            .master_item_with_common(request.tenant, &zone_sk, now),
     )
     .map_err(ApiError::from)?;
     let settings = SequenceSettings::from_item(format_item.as_ref().map(|(item, _)| item))?;

@@ -73,16 +73,17 @@ pub async fn apply(
         return Ok(());
     };
     let key = (tenant.to_string(), table.to_string());
+    let now = chrono::Utc::now().timestamp();
     let policy = match app.ttl_policies.fresh(&key) {
         Some(policy) => policy,
         None => {
-            let policy = app.store.ttl_policy(&key.0, &key.1).await?;
+            let policy = app.store.ttl_policy(&key.0, &key.1, now).await?;
             app.ttl_policies.store(key, policy);
             policy
         }
     };
     if let Some(policy) = policy {
-        input.ttl = Patch::Value(policy.expiry(chrono::Utc::now().timestamp()));
+        input.ttl = Patch::Value(policy.expiry(now));
     }
     Ok(())
 }

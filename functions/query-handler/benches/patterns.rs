@@ -80,6 +80,7 @@ async fn main() {
                 order: Order::Ascending,
                 limit,
                 include_deleted: false,
+                live_at: None,
                 cursor: None,
             };
             pattern::read_page(&h.app.store, model, plan, request)
@@ -98,6 +99,7 @@ async fn main() {
                         order: Order::Ascending,
                         limit,
                         include_deleted: false,
+                        live_at: None,
                         cursor: cursors[i].take(),
                     };
                     let started = Instant::now();

@@ -16,6 +16,11 @@
 //! ([`App::partition_readers`]: a common entity with `read = "system_admin"`; 403), the sort key and version (400), the query parameters ([`params`], 400),
 //! the cursor ([`cursor`], 400). Then the store reads.
 //!
+//! An item whose `ttl` has passed is gone from every read as soon as it passes, although DynamoDB
+//! deletes it only within days ([`cqrs_item::Item::is_expired`], at the time the request is read):
+//! the latest state and a version answer 404, listings and patterns leave it out (their pages stay
+//! full), and a setting falls back to `common` as when the tenant has none.
+//!
 //! Answers are JSON: an item as [`cqrs_item::Item`] serialises (camelCase), a listing as
 //! `{"items": [...], "cursor": "..." | null}` ([`Listing`]). Every refusal is an RFC 9457 problem
 //! document ([`cqrs_problem::ApiError`]).
@@ -101,6 +106,23 @@ impl App {
             store,
             caller_mode,
             model: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// The handler's state serving `model` instead of the compiled-in one (tests, tools): already
+    /// loaded, never checked again.
+    ///
+    /// ```
+    /// # async fn demo(store: cqrs_store::Store) {
+    /// let app = query_handler::App::with_model(store, cqrs_caller::CallerMode::Jwt, cqrs_model::Model::example());
+    /// assert!(app.model_is_loaded());
+    /// # }
+    /// ```
+    pub fn with_model(store: Store, caller_mode: CallerMode, model: Model) -> Self {
+        App {
+            store,
+            caller_mode,
+            model: Arc::new(OnceLock::from(Ok(model))),
         }
     }
 
@@ -329,6 +351,7 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
     }
     let caller = Caller::from_request(request, app.caller_mode)?;
     let query = request.query_string_parameters();
+    let now = now_epoch_seconds();
     let Some(pk) = route.pk() else {
         let Route::Pattern { name } = route else {
             return Err(ApiError::Internal("a route without a partition".into()));
@@ -338,6 +361,7 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
             Reader {
                 app,
                 caller: &caller,
+                now,
             },
             &name,
             &query,
@@ -354,6 +378,7 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
     let reader = Reader {
         app,
         caller: &caller,
+        now,
     };
     match route {
         Route::Partition { .. } => list_partition(reader, &pk, &query).await,
@@ -375,17 +400,31 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
     }
 }
 
-/// The store and the caller of one request.
+/// The store and the caller of one request, and when it reads.
 #[derive(Clone, Copy)]
 struct Reader<'a> {
     app: &'a App,
     caller: &'a Caller,
+    /// Now, epoch seconds: items expired at this time are absent.
+    now: i64,
 }
 
 impl Reader<'_> {
     fn view(&self, item: Item) -> ItemView {
         ItemView::for_caller(item, self.caller)
     }
+
+    /// The item unless it has expired ([`Item::is_expired`]).
+    fn live(&self, item: Option<Item>) -> Option<Item> {
+        item.filter(|item| !item.is_expired(self.now))
+    }
+}
+
+/// Now, in epoch seconds: the time a request's reads are made at.
+pub(crate) fn now_epoch_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// The sort key of the path: decoded once and valid, and with `pk` an item id (`pk#sk`, the
@@ -446,6 +485,8 @@ async fn get_item(
     let min_version = params.version("minVersion")?;
     let data = app.store.get_data_item(pk, sk).await.map_err(store_error)?;
     access_log::record("data", None, pk, "get", usize::from(data.is_some()));
+    // An expired item is absent, whether DynamoDB has deleted it yet or not.
+    let data = reader.live(data);
     let (item, source) = match (data, min_version) {
         (Some(item), None) => (item, ReadSource::Data),
         (Some(item), Some(min)) if item.version >= min => (item, ReadSource::Data),
@@ -465,11 +506,12 @@ async fn get_item(
                     .map_err(store_error)?,
             };
             let command = match newest {
-                Some(newest) if newest >= min => app
-                    .store
-                    .get_command(pk, sk, newest)
-                    .await
-                    .map_err(store_error)?,
+                Some(newest) if newest >= min => reader.live(
+                    app.store
+                        .get_command(pk, sk, newest)
+                        .await
+                        .map_err(store_error)?,
+                ),
                 _ => None,
             };
             match command {
@@ -514,7 +556,7 @@ async fn get_version(
         .await
         .map_err(store_error)?;
     access_log::record("history", None, pk, "get", usize::from(found.is_some()));
-    match found {
+    match reader.live(found) {
         Some(item) => Ok(single(reader.view(item), headers)),
         None => Err(ApiError::NotFound(format!(
             "no version {version} of {pk} / {sk} in the history"
@@ -569,7 +611,8 @@ async fn list_partition(
         .range(range)
         .order(params.order(Order::Ascending)?)
         .limit(params.limit()?)
-        .include_deleted(params.flag("includeDeleted")?);
+        .include_deleted(params.flag("includeDeleted")?)
+        .live_at(reader.now);
     if let Some(text) = params.get("cursor")? {
         store_query.start = Some(cursor::decode_partition(text, &store_query)?);
     }
@@ -603,6 +646,7 @@ async fn list_versions(
     let mut store_query = VersionQuery::new(pk, sk);
     store_query.order = params.order(Order::Descending)?;
     store_query.limit = params.limit()?;
+    store_query.live_at = Some(reader.now);
     if let Some(text) = params.get("cursor")? {
         store_query.start = Some(cursor::decode_versions(text, &store_query)?);
     }
@@ -688,6 +732,7 @@ async fn list_pattern(
             order,
             limit: params.limit()?,
             include_deleted: params.flag("includeDeleted")?,
+            live_at: Some(reader.now),
             cursor,
         },
     )

@@ -6,15 +6,22 @@
 //! - **Fan-out.** A write-sharded pattern is one query per shard, sent concurrently and merged by
 //!   the sort key in the asked order into pages of exactly `limit` items. Each shard is read a
 //!   little at a time (its share of what the page still needs), so a page reads about as many
-//!   entries as it returns instead of `limit` from every shard.
+//!   entries as it returns instead of `limit` from every shard. Sort key attributes compare as
+//!   DynamoDB compares them: strings by their UTF-8 bytes, native numbers (`N`) by exact decimal
+//!   value ([`cqrs_item::Number`]'s order, never `f64`).
 //! - **Cursors** hold every shard's position: the last entry the page consumed from it, "not
 //!   started", or "done" ([`PatternCursor`]). Reading the pages to the end returns every item once,
-//!   also when items are written between pages.
+//!   also when items are written between pages. A page answers a cursor only when an item of the
+//!   pattern follows it: the reader looks one item past the page (that item is not consumed, the
+//!   next page starts with it), so a non-null cursor is never followed by an empty page, whether
+//!   the pattern ends on a page boundary, in a shard the merge had not finished, or after entries
+//!   the exact filter or the checks below leave out.
 //! - **Current items.** An index read yields positions only; the items are read again from the data
 //!   table (strongly consistent). An entry whose item no longer has those index keys (the index lags,
 //!   or the item moved) is left out: the item is, or will be, at its current position. Soft-deleted
-//!   items are left out unless `includeDeleted=true`. Left-out entries do not count towards the
-//!   page: the reader goes on until it has `limit` items or every shard is done.
+//!   items are left out unless `includeDeleted=true`; items expired at the time of the read
+//!   ([`PageRequest::live_at`], [`Item::is_expired`]) always. Left-out entries do not count towards
+//!   the page: the reader goes on until it has `limit` items or every shard is done.
 //! - **Collections.** A pattern over several entities of one partition returns them in one page,
 //!   each item carrying its `entity`.
 
@@ -22,7 +29,7 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 
-use cqrs_item::{Item, Value};
+use cqrs_item::{Item, Number, Value};
 use cqrs_model::{KeyValue, Model, PatternQuery};
 use cqrs_store::{
     Store, StoreError,
@@ -140,12 +147,14 @@ pub struct PageRequest {
     pub limit: usize,
     /// Keep soft-deleted items.
     pub include_deleted: bool,
+    /// Leave out the items expired at this time (epoch seconds, [`Item::is_expired`]); the handler
+    /// always gives the time of the request.
+    pub live_at: Option<i64>,
     /// Where to start (every shard at its start when `None`).
     pub cursor: Option<PatternCursor>,
 }
 
 struct Shard {
-    position: ShardPosition,
     /// Where the next query of this shard starts (the last entry read, consumed or not).
     read_from: Option<EntryKey>,
     buffer: VecDeque<Entry>,
@@ -174,17 +183,20 @@ pub async fn read_page<S: EntrySource>(
     let cursor = request
         .cursor
         .unwrap_or_else(|| PatternCursor::start(count));
-    let mut shards: Vec<Shard> = cursor
-        .shards
-        .into_iter()
+    // Where the next page starts, shard by shard: after the last entry this page answered or left
+    // out. Entries merged past the page (the item that follows it, and what the merge took after
+    // that) are not consumed: `pending` marks their shards.
+    let mut committed = cursor.shards;
+    let mut pending = vec![false; committed.len()];
+    let mut shards: Vec<Shard> = committed
+        .iter()
         .map(|position| {
-            let (read_from, more) = match &position {
+            let (read_from, more) = match position {
                 ShardPosition::Start => (None, true),
                 ShardPosition::After(key) => (Some(key.clone()), true),
                 ShardPosition::Done => (None, false),
             };
             Shard {
-                position,
                 read_from,
                 buffer: VecDeque::new(),
                 more,
@@ -196,11 +208,14 @@ pub async fn read_page<S: EntrySource>(
     let mut stats = ReadStats::default();
     let mut shard_entries = vec![0; count];
     let mut items = Vec::with_capacity(limit);
+    // Whether an item of the pattern follows the page (found by reading one item past it).
+    let mut follows = false;
     for _ in 0..MAX_ROUNDS {
-        if items.len() >= limit || !shards.iter().any(Shard::live) {
+        if follows || !shards.iter().any(Shard::live) {
             break;
         }
-        let need = limit - items.len();
+        // The rest of the page, and one item more: whether anything follows the page.
+        let need = limit + 1 - items.len();
         // Read every shard that blocks the merge, each for its share of what the page needs.
         let live = shards.iter().filter(|s| s.live()).count().max(1);
         let share = need.div_ceil(live) + 1;
@@ -243,29 +258,57 @@ pub async fn read_page<S: EntrySource>(
             if let Some(shard) = shards.get_mut(i)
                 && let Some(entry) = shard.buffer.pop_front()
             {
-                shard.position = ShardPosition::After(entry.key.clone());
                 candidates.push((i, entry));
             }
         }
-        for shard in &mut shards {
-            if !shard.live() {
-                shard.position = ShardPosition::Done;
+        let resolved = resolve(
+            source,
+            model,
+            plan,
+            candidates,
+            (request.include_deleted, request.live_at),
+            &mut stats,
+        )
+        .await?;
+        for (i, key, item) in resolved {
+            if follows {
+                // Merged after the item that follows the page: not consumed.
+                if let Some(p) = pending.get_mut(i) {
+                    *p = true;
+                }
+                continue;
+            }
+            match item {
+                Some(_) if items.len() == limit => {
+                    // The first item after the page: the next page starts with it.
+                    follows = true;
+                    if let Some(p) = pending.get_mut(i) {
+                        *p = true;
+                    }
+                }
+                answered_or_left_out => {
+                    if let Some(position) = committed.get_mut(i) {
+                        *position = ShardPosition::After(key);
+                    }
+                    items.extend(answered_or_left_out);
+                }
             }
         }
-        items.extend(
-            resolve(
-                source,
-                model,
-                plan,
-                candidates,
-                request.include_deleted,
-                &mut stats,
-            )
-            .await?,
-        );
     }
+    // A shard is done when it has nothing more and nothing merged past the page.
     let cursor = PatternCursor {
-        shards: shards.into_iter().map(|s| s.position).collect(),
+        shards: committed
+            .into_iter()
+            .zip(&shards)
+            .zip(pending)
+            .map(|((position, shard), pending)| {
+                if shard.live() || pending {
+                    position
+                } else {
+                    ShardPosition::Done
+                }
+            })
+            .collect(),
     };
     Ok(PatternPage {
         items,
@@ -329,10 +372,12 @@ fn compare(plan: &PatternQuery<'_>, a: &EntryKey, b: &EntryKey) -> Ordering {
     Ordering::Equal
 }
 
-/// Compares two decimal numbers as DynamoDB orders them (by value).
+/// Compares two decimal numbers as DynamoDB orders them: by exact value, every one of up to 38
+/// significant digits ([`Number`]'s order; an `f64` keeps 15 to 17). A text that is no number
+/// DynamoDB holds (never in an index entry) compares as text.
 fn compare_numbers(x: &str, y: &str) -> Ordering {
-    match (x.parse::<f64>(), y.parse::<f64>()) {
-        (Ok(a), Ok(b)) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    match (Number::parse(x), Number::parse(y)) {
+        (Ok(a), Ok(b)) => a.cmp(&b),
         _ => x.cmp(y),
     }
 }
@@ -350,16 +395,18 @@ fn item_key(item: &Item, name: &str) -> Option<KeyValue> {
     }
 }
 
-/// The consumed entries as the answer's items: read again from the data table when they came
-/// from an index, and kept only when the item still belongs to the pattern at that position.
+/// The merged entries, in merge order, each with its shard, its position and its item: read again
+/// from the data table when it came from an index, and `None` when it is left out (the item no
+/// longer belongs to the pattern at that position, is soft-deleted without `include_deleted`, or
+/// is expired at `live_at`).
 async fn resolve<S: EntrySource>(
     source: &S,
     model: &Model,
     plan: &PatternQuery<'_>,
     candidates: Vec<(usize, Entry)>,
-    include_deleted: bool,
+    (include_deleted, live_at): (bool, Option<i64>),
     stats: &mut ReadStats,
-) -> Result<Vec<Item>, StoreError> {
+) -> Result<Vec<(usize, EntryKey, Option<Item>)>, StoreError> {
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
@@ -374,54 +421,71 @@ async fn resolve<S: EntrySource>(
     }
     let mut answer = Vec::with_capacity(candidates.len());
     for (shard, entry) in candidates {
-        let item = match entry.item {
-            Some(item) => item,
-            None => match entry.table_key().and_then(|key| current.remove(&key)) {
-                Some(item) => item,
-                None => {
+        let table_key = entry.table_key();
+        let Entry { key, item } = entry;
+        let item = match item {
+            Some(item) => Some(item),
+            None => {
+                let found = table_key.and_then(|k| current.remove(&k));
+                if found.is_none() {
                     stats.stale += 1;
-                    continue;
                 }
-            },
+                found
+            }
         };
-        let entity = match &item.entity {
-            Some(name) => model.entity(name),
-            None => model.entity_of_keys(&item.pk, &item.sk),
-        };
-        let Some(entity) = entity else { continue };
-        let partition: Option<Vec<KeyValue>> = plan
-            .partition_attrs
-            .iter()
-            .map(|a| item_key(&item, &a.name))
-            .collect();
-        let sort: Option<Vec<KeyValue>> = plan
-            .sort_attrs
-            .iter()
-            .map(|a| item_key(&item, &a.name))
-            .collect();
-        let (Some(partition), Some(sort)) = (partition, sort) else {
-            stats.stale += 1;
-            continue;
-        };
-        // The item must still sit where the index put it: same keys as the entry, inside the
-        // pattern's read.
-        let unmoved = plan
-            .sort_attrs
-            .iter()
-            .zip(&sort)
-            .all(|(a, v)| entry.key.get(&a.name) == Some(v));
-        if !unmoved || plan.matches(entity, &partition, &sort) != Some(shard) {
-            stats.stale += 1;
-            continue;
-        }
-        if item.is_deleted && !include_deleted {
-            continue;
-        }
-        let mut item = item;
-        if item.entity.is_none() {
-            item.entity = Some(entity.name.clone());
-        }
-        answer.push(item);
+        let filters = (include_deleted, live_at);
+        let kept = item.and_then(|item| keep(model, plan, shard, &key, item, filters, stats));
+        answer.push((shard, key, kept));
     }
     Ok(answer)
+}
+
+/// The current `item` of an entry of `shard` at `key` when the answer keeps it: it still sits where
+/// the entry put it, inside the pattern's read, and is neither soft-deleted (unless
+/// `include_deleted`) nor expired at `live_at`.
+fn keep(
+    model: &Model,
+    plan: &PatternQuery<'_>,
+    shard: usize,
+    key: &EntryKey,
+    mut item: Item,
+    (include_deleted, live_at): (bool, Option<i64>),
+    stats: &mut ReadStats,
+) -> Option<Item> {
+    let entity = match &item.entity {
+        Some(name) => model.entity(name),
+        None => model.entity_of_keys(&item.pk, &item.sk),
+    }?;
+    let partition: Option<Vec<KeyValue>> = plan
+        .partition_attrs
+        .iter()
+        .map(|a| item_key(&item, &a.name))
+        .collect();
+    let sort: Option<Vec<KeyValue>> = plan
+        .sort_attrs
+        .iter()
+        .map(|a| item_key(&item, &a.name))
+        .collect();
+    let (Some(partition), Some(sort)) = (partition, sort) else {
+        stats.stale += 1;
+        return None;
+    };
+    // The item must still sit where the index put it: same keys as the entry, inside the
+    // pattern's read.
+    let unmoved = plan
+        .sort_attrs
+        .iter()
+        .zip(&sort)
+        .all(|(a, v)| key.get(&a.name) == Some(v));
+    if !unmoved || plan.matches(entity, &partition, &sort) != Some(shard) {
+        stats.stale += 1;
+        return None;
+    }
+    if item.is_deleted && !include_deleted || live_at.is_some_and(|now| item.is_expired(now)) {
+        return None;
+    }
+    if item.entity.is_none() {
+        item.entity = Some(entity.name.clone());
+    }
+    Some(item)
 }

@@ -2,7 +2,7 @@
 //! cascade: the tenant's own `MASTER#tenant` / `SETTING#category#code`, else the `common`
 //! tenant's. The answer says where the value came from (`"source": "tenant"` or `"common"`).
 //!
-//! A soft-deleted tenant setting counts as absent (the `common` value applies again). A caller
+//! A soft-deleted or expired tenant setting counts as absent (the `common` value applies again). A caller
 //! reads its own tenant's settings; `tenantCode` names another tenant: `common`, or any tenant for
 //! a global `system_admin` (403 otherwise, before anything is read). `404` when neither the tenant
 //! nor `common` has the setting. The `common` fallback obeys the entity model's read rules like
@@ -71,7 +71,7 @@ pub async fn get_setting(
     })?;
     match app
         .store
-        .master_item_with_common(&tenant, &sk)
+        .master_item_with_common(&tenant, &sk, crate::now_epoch_seconds())
         .await
         .map_err(store_error)?
     {

@@ -433,6 +433,7 @@ async fn ten_shards_read_in_pages_of_seven_return_every_item_once_in_order() {
                 order: Order::Ascending,
                 limit: 20,
                 include_deleted: false,
+                live_at: None,
                 cursor,
             },
         )
@@ -591,6 +592,7 @@ async fn a_stale_index_never_shows_an_item_that_left_the_pattern() {
                 order: Order::Ascending,
                 limit: 30,
                 include_deleted,
+                live_at: None,
                 cursor: None,
             };
             let page = pattern::read_page(source, model(), plan, request)
@@ -874,4 +876,58 @@ async fn crossed_bounds_and_forged_positions_are_400s() {
         )
         .await;
     assert_eq!(next.status, 200, "{}", next.body);
+}
+
+/// Found by the conformance run on the generated per-pattern paths: an upper bound alone on a sort
+/// template that starts with the bounded part (`products`: `{productId}`; `products_by_price`:
+/// `{priceCents}#{productId}`; the native `locCity`) made the key condition `BETWEEN "" AND ...`,
+/// and DynamoDB refuses an empty key value: a 500 instead of the items.
+#[tokio::test]
+async fn an_upper_bound_alone_on_a_leading_part_reads_from_the_start() {
+    let h = Harness::new().await;
+    let mut items = Vec::new();
+    for (i, id) in ["0", "1", "2", "a"].iter().enumerate() {
+        items.push(entity_item(
+            "product",
+            "t1",
+            json!({"productId": id, "category": "books", "priceCents": i * 100}),
+            &at(i),
+            1,
+        ));
+    }
+    for (i, city) in ["Austin", "Boston", "Chicago"].iter().enumerate() {
+        items.push(entity_item(
+            "store",
+            "t1",
+            json!({"storeId": format!("s{i}"), "country": "US", "region": "TX", "city": city}),
+            &at(10 + i),
+            1,
+        ));
+    }
+    h.put_all(&items).await;
+    let cases: [(&str, &str, &[&str]); 4] = [
+        ("/query/products?to=1", "productId", &["0", "1"]),
+        ("/query/products?before=1", "productId", &["0"]),
+        (
+            "/query/products_by_price?category=books&to=000000000100",
+            "productId",
+            &["0", "1"],
+        ),
+        (
+            "/query/stores_in_region?country=US&region=TX&to=Boston",
+            "city",
+            &["Austin", "Boston"],
+        ),
+    ];
+    for (target, attr, expected) in cases {
+        for limit in [1, 100] {
+            let pages = read_all(&h, &USER_T1, target, limit).await;
+            let got: Vec<String> = pages
+                .iter()
+                .flatten()
+                .map(|i| i["attributes"][attr].as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(got, *expected, "{target} in pages of {limit}");
+        }
+    }
 }

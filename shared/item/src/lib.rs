@@ -1,5 +1,6 @@
-//! The one item shape shared by the command, data and history tables, and its conversion to and
-//! from DynamoDB.
+//! The one item shape shared by the command, data and history tables, its conversion to and from
+//! DynamoDB, and when a version has expired ([`Item::is_expired`]: from its `ttl` on, whether or not
+//! DynamoDB has deleted it yet).
 //!
 //! | table   | `sk`            | extra            |
 //! |---------|-----------------|------------------|
@@ -87,7 +88,8 @@ pub struct Item {
     /// A sequence number, when the item has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<i64>,
-    /// Expiry in epoch seconds (DynamoDB TTL), when set.
+    /// Expiry in epoch seconds (DynamoDB TTL), when set: the version is gone from then on
+    /// ([`Item::is_expired`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<i64>,
     /// The item's own data: any JSON object, numbers exact.
@@ -330,6 +332,24 @@ impl Item {
             is_deleted,
             attributes: data,
         })
+    }
+
+    /// Whether this version has expired at `now` (epoch seconds): it has a `ttl` and `ttl <= now`.
+    ///
+    /// DynamoDB deletes an expired item only within days of its `ttl`; until then reads still find
+    /// it. Every read of the functions treats an item expired by this rule as absent, in every
+    /// table (the one rule the query handler and the command handler share).
+    ///
+    /// ```
+    /// let mut item = cqrs_item::Item::example();
+    /// assert!(!item.is_expired(2_000_000_000), "no ttl: never expires");
+    /// item.ttl = Some(1_700_000_000);
+    /// assert!(!item.is_expired(1_699_999_999));
+    /// assert!(item.is_expired(1_700_000_000), "expired from its ttl on");
+    /// assert!(item.is_expired(1_800_000_000));
+    /// ```
+    pub fn is_expired(&self, now: i64) -> bool {
+        self.ttl.is_some_and(|ttl| ttl <= now)
     }
 
     /// The sort key without its version (`P001@3` gives `P001`).

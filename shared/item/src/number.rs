@@ -8,7 +8,11 @@
 //! `1.5`, `1e2` becomes `100`. That is the form DynamoDB returns for a top-level number, so what a
 //! client reads back is the same whether DynamoDB or DynamoDB Local stored it (DynamoDB Local keeps
 //! numbers nested in maps as sent).
+//!
+//! Numbers compare by value, exactly, as DynamoDB orders `N` key attributes ([`Ord`] on [`Number`]):
+//! `12345678901234567890.1 < 12345678901234567890.2`, which two `f64`s cannot tell apart.
 
+use std::cmp::Ordering;
 use std::fmt;
 
 use crate::limits::MAX_NUMBER_DIGITS;
@@ -28,8 +32,64 @@ const MIN_MAGNITUDE: i64 = -130;
 /// assert_eq!(Number::parse("1.50e1").unwrap().as_str(), "15");
 /// assert!(Number::parse("1e126").is_err());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Equal numbers have the same canonical text, so `==` is equality of value; the order ([`Ord`]) is
+/// the order of value, exact to every digit DynamoDB holds:
+///
+/// ```
+/// use cqrs_item::Number;
+///
+/// let n = |text| Number::parse(text).unwrap();
+/// assert!(n("12345678901234567890.1") < n("12345678901234567890.2"));
+/// assert!(n("9") < n("10") && n("-10") < n("-9"));
+/// assert!(n("-0.5") < n("0") && n("0") < n("1E-130"));
+/// assert_eq!(n("1.50").cmp(&n("15e-1")), std::cmp::Ordering::Equal);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Number(String);
+
+impl Ord for Number {
+    /// By value: the sign, then the magnitude (the canonical text has no exponent, no leading zeros
+    /// before the point and no trailing zeros after it, so the length of the integer part, then its
+    /// digits, then the fraction's digits decide).
+    fn cmp(&self, other: &Self) -> Ordering {
+        let (a_negative, a) = split_sign(&self.0);
+        let (b_negative, b) = split_sign(&other.0);
+        match (a_negative, b_negative) {
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+            (false, false) => compare_magnitudes(a, b),
+            (true, true) => compare_magnitudes(b, a),
+        }
+    }
+}
+
+impl PartialOrd for Number {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Whether a canonical text is negative, and its digits without the sign.
+fn split_sign(text: &str) -> (bool, &str) {
+    match text.strip_prefix('-') {
+        Some(magnitude) => (true, magnitude),
+        None => (false, text),
+    }
+}
+
+/// Compares two canonical magnitudes (no sign): a longer integer part is larger; then digit by
+/// digit, the integer part and then the fraction (a fraction that is a prefix of the other is
+/// smaller, as it has no trailing zeros).
+fn compare_magnitudes(a: &str, b: &str) -> Ordering {
+    let (a_int, a_frac) = a.split_once('.').unwrap_or((a, ""));
+    let (b_int, b_frac) = b.split_once('.').unwrap_or((b, ""));
+    a_int
+        .len()
+        .cmp(&b_int.len())
+        .then_with(|| a_int.cmp(b_int))
+        .then_with(|| a_frac.cmp(b_frac))
+}
 
 /// Why a text is not a number DynamoDB can store.
 ///
@@ -228,6 +288,7 @@ impl std::str::FromStr for Number {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn canonical(text: &str) -> String {
         Number::parse(text).unwrap().0
@@ -313,6 +374,115 @@ mod tests {
         assert_eq!(canonical("12345678901234567890123456789012345678e88"), {
             format!("12345678901234567890123456789012345678{}", "0".repeat(88))
         });
+    }
+
+    #[test]
+    fn numbers_order_by_value_past_seventeen_digits() {
+        let n = |text: &str| Number::parse(text).unwrap();
+        let ascending = [
+            "-9.9999999999999999999999999999999999999E+125",
+            "-12345678901234567890123456789012345679",
+            "-12345678901234567890123456789012345678",
+            "-12345678901234567890.2",
+            "-12345678901234567890.1",
+            "-10",
+            "-9",
+            "-1.5",
+            "-1.05",
+            "-1",
+            "-0.5",
+            "-1E-130",
+            "0",
+            "1E-130",
+            "2E-130",
+            "0.1",
+            "0.10000000000000000000000000000000000001",
+            "0.11",
+            "0.9",
+            "1",
+            "1.05",
+            "1.5",
+            "9",
+            "10",
+            "9007199254740992",
+            "9007199254740993",
+            "12345678901234567890.1",
+            "12345678901234567890.2",
+            "12345678901234567890123456789012345678",
+            "12345678901234567890123456789012345679",
+            "1E+125",
+            "1.0000000000000000000000000000000000001E+125",
+            "9.9999999999999999999999999999999999999E+125",
+        ];
+        for (i, a) in ascending.iter().enumerate() {
+            for (j, b) in ascending.iter().enumerate() {
+                assert_eq!(n(a).cmp(&n(b)), i.cmp(&j), "{a} vs {b}");
+            }
+        }
+        // Equal values, written differently, are equal.
+        assert_eq!(n("1.50").cmp(&n("15E-1")), Ordering::Equal);
+        assert_eq!(n("-0").cmp(&n("0.000")), Ordering::Equal);
+    }
+
+    /// A number in scientific form, `sign d.ddd E exp`, and the texts it can be written as.
+    fn scientific() -> impl Strategy<Value = (bool, String, i64, String)> {
+        (
+            any::<bool>(),
+            "[1-9][0-9]{0,37}",
+            -130i64..=125,
+            0usize..40,
+            any::<bool>(),
+        )
+            .prop_map(|(negative, digits, exponent, point, upper)| {
+                // Written with the point after `point` digits (padded with zeros when beyond).
+                let point = point.min(digits.len());
+                let (int, frac) = digits.split_at(point);
+                let int = if int.is_empty() { "0" } else { int };
+                let written_exponent = exponent - (point as i64 - 1);
+                let e = if upper { 'E' } else { 'e' };
+                let sign = if negative { "-" } else { "" };
+                let text = format!("{sign}{int}.{frac}0{e}{written_exponent}");
+                (negative, digits, exponent, text)
+            })
+    }
+
+    /// The oracle: compares normalised (sign, exponent, digits) without any decimal text.
+    fn oracle(a: &(bool, String, i64, String), b: &(bool, String, i64, String)) -> Ordering {
+        let magnitude = |(_, digits, exponent, _): &(bool, String, i64, String)| {
+            (*exponent, digits.trim_end_matches('0').to_string())
+        };
+        let by_magnitude = magnitude(a).cmp(&magnitude(b));
+        match (a.0, b.0) {
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+            (false, false) => by_magnitude,
+            (true, true) => by_magnitude.reverse(),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn order_is_the_oracles(a in scientific(), b in scientific()) {
+            let (x, y) = (Number::parse(&a.3).unwrap(), Number::parse(&b.3).unwrap());
+            proptest::prop_assert_eq!(x.cmp(&y), oracle(&a, &b), "{} vs {}", a.3, b.3);
+            proptest::prop_assert_eq!(x.cmp(&x), Ordering::Equal);
+        }
+
+        #[test]
+        fn neighbours_in_the_last_digit_order(a in scientific()) {
+            // The same digits with the last one raised by one (when it is not a 9): larger by one
+            // unit in the last place, which an f64 loses past 17 digits.
+            let (negative, digits, exponent, _) = &a;
+            proptest::prop_assume!(!digits.ends_with('9'));
+            let mut raised = digits.clone();
+            let last = raised.pop().unwrap();
+            raised.push(char::from(last as u8 + 1));
+            let sign = if *negative { "-" } else { "" };
+            let x = Number::parse(&format!("{sign}0.{digits}E{}", exponent + 1)).unwrap();
+            let y = Number::parse(&format!("{sign}0.{raised}E{}", exponent + 1)).unwrap();
+            let want = if *negative { Ordering::Greater } else { Ordering::Less };
+            proptest::prop_assert_eq!(x.cmp(&y), want, "{} vs {}", x, y);
+        }
     }
 
     #[test]

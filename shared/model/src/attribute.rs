@@ -1,7 +1,15 @@
 //! Declared attributes: their types, and how a value becomes a key part that sorts as its type does.
 //!
-//! - numbers: non-negative integers, zero-padded to the declared `width` (a negative number or one
-//!   wider than its width is refused: plain padding would turn -5 into `00-5` and sort it wrong);
+//! A constraint of an attribute holds for every value of it, whether or not (and in whichever key)
+//! the attribute is used: [`Attribute::check`] enforces it on every version, and a key part is only
+//! made of a value that passes it.
+//!
+//! - numbers: any DynamoDB number; with a declared `width`, a non-negative integer of at most `width`
+//!   digits, zero-padded to `width` in a string key (a negative number or one wider than its width
+//!   is refused, wherever the attribute is used: in a string key template, in a native number key
+//!   attribute of a multi-attribute index, or in no key at all; plain padding would turn -5 into
+//!   `00-5` and sort it wrong). Without a `width` a number is a key part only as a non-negative
+//!   integer, without leading zeros;
 //! - timestamps: RFC 3339 in any offset, written as fixed-width UTC `YYYY-MM-DDTHH:MM:SS.sssZ`;
 //! - strings: as given, or upper/lower case only when the model says so (never silently);
 //! - enums: one of the declared values, as written; booleans: `true` / `false`.
@@ -127,7 +135,8 @@ pub struct Attribute {
     pub required: bool,
     /// The allowed values of an enum.
     pub values: Vec<String>,
-    /// Zero-padding width of a number in keys.
+    /// Zero-padding width of a number in keys; a number with a width is a non-negative integer of
+    /// at most this many digits, wherever it is used ([`Attribute::check`]).
     pub width: Option<u32>,
     /// Maximum length in bytes of a string (or enum) value.
     pub max: Option<usize>,
@@ -171,8 +180,10 @@ impl Attribute {
         self
     }
 
-    /// Checks a value against the declared type (and enum values, and maximum length). `Err` says
-    /// what is wrong, for a 400 that names the attribute.
+    /// Checks a value against the declared type (and enum values, maximum length, and a number's
+    /// `width`: a non-negative integer of at most `width` digits, the rule of its key part, whether
+    /// or not the attribute is in a key). `Err` says what is wrong, for a 400 that names the
+    /// attribute.
     ///
     /// ```
     /// use cqrs_model::{AttrType, Attribute, ValueRef};
@@ -181,6 +192,14 @@ impl Attribute {
     /// assert!(at.check(ValueRef::Str("2024-01-15T10:30:00Z")).is_ok());
     /// assert!(at.check(ValueRef::Str("yesterday")).is_err());
     /// assert!(at.check(ValueRef::Num("1")).is_err());
+    ///
+    /// let fee = Attribute::new(AttrType::Number).with_width(6);
+    /// assert!(fee.check(ValueRef::Num("999999")).is_ok());
+    /// assert!(fee.check(ValueRef::Num("1000000")).is_err());
+    /// assert!(fee.check(ValueRef::Num("-5")).is_err());
+    /// assert!(fee.check(ValueRef::Num("1.5")).is_err());
+    /// // Without a width, any number.
+    /// assert!(Attribute::new(AttrType::Number).check(ValueRef::Num("-1.5")).is_ok());
     /// ```
     pub fn check(&self, value: ValueRef<'_>) -> Result<(), String> {
         let wrong = || {
@@ -193,7 +212,11 @@ impl Attribute {
         match (self.ty, value) {
             (_, ValueRef::Null) => wrong(),
             (AttrType::String, ValueRef::Str(s)) => self.check_len(s),
-            (AttrType::Number, ValueRef::Num(_)) => Ok(()),
+            (AttrType::Number, ValueRef::Num(n)) => match self.width {
+                // The key part's rule, for every value: a number with a width always fits it.
+                Some(width) => key_number(n, Some(width)).map(|_| ()),
+                None => Ok(()),
+            },
             (AttrType::Boolean, ValueRef::Bool(_)) => Ok(()),
             (AttrType::Timestamp, ValueRef::Str(s)) => parse_timestamp(s).map(|_| ()),
             (AttrType::Enum, ValueRef::Str(s)) => {
@@ -377,25 +400,26 @@ pub fn format_timestamp(t: &DateTime<Utc>) -> Result<String, String> {
     }
 }
 
-/// A non-negative integer as a key part: without leading zeros, or zero-padded to `width`.
+/// A non-negative integer as a key part: without leading zeros, or zero-padded to `width`. Also the
+/// whole rule of a number with a `width` ([`Attribute::check`]), so the two never differ.
 fn key_number(text: &str, width: Option<u32>) -> Result<String, String> {
+    let rule = || match width {
+        Some(w) => format!("a number of width {w} is a non-negative integer of at most {w} digits"),
+        None => "only non-negative integers can be key parts (their text would not sort)".into(),
+    };
     if text.starts_with('-') {
-        return Err(format!(
-            "{text} is negative: negative numbers cannot be key parts (their text would not sort)"
-        ));
+        return Err(format!("{text} is negative: {}", rule()));
     }
     let digits = text.strip_prefix('+').unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "{text} is not a whole number: only non-negative integers can be key parts"
-        ));
+        return Err(format!("{text} is not a whole number: {}", rule()));
     }
     let trimmed = digits.trim_start_matches('0');
     let trimmed = if trimmed.is_empty() { "0" } else { trimmed };
     match width {
         None => Ok(trimmed.to_string()),
         Some(w) if trimmed.len() > w as usize => Err(format!(
-            "{text} has {} digits, wider than its key width {w}",
+            "{text} has {} digits, wider than its declared width {w}",
             trimmed.len()
         )),
         Some(w) => Ok(format!("{trimmed:0>width$}", width = w as usize)),
@@ -424,6 +448,34 @@ mod tests {
             assert!(a.key_part(ValueRef::Num(bad), None).is_err(), "{bad}");
         }
         assert_eq!(a.key_part(ValueRef::Num("007"), None).unwrap(), "7");
+    }
+
+    #[test]
+    fn a_width_holds_for_every_value_not_only_in_keys() {
+        let a = Attribute::new(AttrType::Number).with_width(6);
+        for good in ["0", "7", "000123", "999999", "+42"] {
+            assert_eq!(a.check(ValueRef::Num(good)), Ok(()), "{good}");
+            assert!(a.key_part(ValueRef::Num(good), None).is_ok(), "{good}");
+        }
+        for bad in ["1000000", "-5", "-0", "1.5", "1e3", "0000001000000"] {
+            let error = a.check(ValueRef::Num(bad)).unwrap_err();
+            // The same refusal as the key part's: one rule.
+            assert_eq!(
+                a.key_part(ValueRef::Num(bad), None).unwrap_err(),
+                error,
+                "{bad}"
+            );
+        }
+        assert!(
+            a.check(ValueRef::Num("1000000"))
+                .unwrap_err()
+                .contains("wider than its declared width 6")
+        );
+        // Without a width any number checks; only a key part needs a whole number.
+        let free = Attribute::new(AttrType::Number);
+        for any in ["-5", "1.5", "12345678901234567890.1", "1E+125"] {
+            assert_eq!(free.check(ValueRef::Num(any)), Ok(()), "{any}");
+        }
     }
 
     #[test]

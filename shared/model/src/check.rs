@@ -11,7 +11,8 @@
 //! - no entity's partition starts with a prefix the framework keeps for its own rows
 //!   ([`cqrs_keys::RESERVED_PK_PREFIXES`]: the change log's);
 //! - no two entities' keys can collide (as sets of strings, not as text);
-//! - sort-key templates sort as declared: numbers have a zero-padding width;
+//! - sort-key templates sort as declared: numbers in string sort keys have a zero-padding width (a
+//!   native number key attribute, `N`, sorts by value and needs none);
 //! - at most 20 GSIs; native multi-attribute keys have 1 to 4 partition and 0 to 4 sort attributes;
 //!   key attribute names are unique and collide with no item field;
 //! - keys stay within DynamoDB's limits for the declared maximum lengths;
@@ -476,8 +477,11 @@ fn check_entity(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
                 }
             }
         }
-        for template in &ei.sk {
-            check_sorts(entity, template, &field_sk, errors, place);
+        // A native number key attribute (`N`) sorts by value: only string sort keys need `width`.
+        for (template, key) in ei.sk.iter().zip(&index.sk) {
+            if key.ty != KeyType::N {
+                check_sorts(entity, template, &field_sk, errors, place);
+            }
         }
         if !entity.common && !ei.pk.iter().any(Template::has_tenant) {
             errors.push(

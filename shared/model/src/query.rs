@@ -93,6 +93,9 @@ pub enum SortOp {
     BeginsWith(String),
     /// `attr BETWEEN :lo AND :hi` (inclusive).
     Between(String, String),
+    /// `attr <= :hi`: an upper bound with nothing before the bounded part (DynamoDB refuses the
+    /// empty string a `BETWEEN "" AND :hi` would need).
+    AtMost(String),
 }
 
 impl SortOp {
@@ -104,6 +107,7 @@ impl SortOp {
     /// assert!(between.holds(&KeyValue::S("b".into())));
     /// assert!(!between.holds(&KeyValue::S("d".into())));
     /// assert!(!between.holds(&KeyValue::N("1".into())));
+    /// assert!(SortOp::AtMost("b".into()).holds(&KeyValue::S("a".into())));
     /// ```
     pub fn holds(&self, value: &KeyValue) -> bool {
         match (self, value) {
@@ -112,6 +116,7 @@ impl SortOp {
             (SortOp::Between(lo, hi), KeyValue::S(s)) => {
                 s.as_bytes() >= lo.as_bytes() && s.as_bytes() <= hi.as_bytes()
             }
+            (SortOp::AtMost(hi), KeyValue::S(s)) => s.as_bytes() <= hi.as_bytes(),
             _ => false,
         }
     }
@@ -928,7 +933,12 @@ fn condition(
     }
     Ok(Some(SortKeyCondition {
         attribute: key.name.clone(),
-        op: SortOp::Between(lo, hi),
+        // Every stored key is at least the empty string: no lower end to give.
+        op: if lo.is_empty() {
+            SortOp::AtMost(hi)
+        } else {
+            SortOp::Between(lo, hi)
+        },
     }))
 }
 

@@ -205,6 +205,10 @@ impl Store {
                     values.insert(":hi".into(), AttributeValue::S(hi.clone()));
                     conditions.push("#s BETWEEN :lo AND :hi".into());
                 }
+                SortOp::AtMost(hi) => {
+                    values.insert(":hi".into(), AttributeValue::S(hi.clone()));
+                    conditions.push("#s <= :hi".into());
+                }
             }
         }
         let table = &self.tables.data;

@@ -8,8 +8,9 @@
 //! Paging rules, the same for both listings:
 //!
 //! - A page holds `limit` items unless the listing ends first. Items left out by a filter (soft
-//!   deleted items, or items of another partition on the history index) do not count: the store
-//!   keeps querying until it has `limit` items or the listing ends.
+//!   deleted items, items of another partition on the history index, and with `live_at` items
+//!   expired at that time, [`Item::is_expired`]) do not count: the store keeps querying until it
+//!   has `limit` items or the listing ends.
 //! - `next` is `Some` only when at least one more item follows (the store reads one item ahead),
 //!   so a listing never ends with an empty page.
 //! - `next` is the key of the last item of the page; passing it back as the start key continues
@@ -266,6 +267,9 @@ pub struct PartitionQuery {
     pub limit: usize,
     /// Whether soft-deleted items are listed.
     pub include_deleted: bool,
+    /// Leave out items expired at this time (epoch seconds, [`Item::is_expired`]); `None` lists
+    /// them (the operator tools see every stored item).
+    pub live_at: Option<i64>,
     /// Start after this key (from the previous page's `next`); it must be of this partition.
     pub start: Option<PageKey>,
 }
@@ -284,6 +288,7 @@ impl PartitionQuery {
             order: Order::Ascending,
             limit: 20,
             include_deleted: false,
+            live_at: None,
             start: None,
         }
     }
@@ -331,6 +336,17 @@ impl PartitionQuery {
         self
     }
 
+    /// Leaving out the items expired at `now` (epoch seconds), as every read of the functions does.
+    ///
+    /// ```
+    /// let query = cqrs_store::query::PartitionQuery::new("P#t1").live_at(1_700_000_000);
+    /// assert_eq!(query.live_at, Some(1_700_000_000));
+    /// ```
+    pub fn live_at(mut self, now: i64) -> Self {
+        self.live_at = Some(now);
+        self
+    }
+
     /// Starting after `key`.
     ///
     /// ```
@@ -363,6 +379,9 @@ pub struct VersionQuery {
     pub order: Order,
     /// Versions per page: at least 1, at most [`MAX_PAGE_SIZE`] (values outside are moved inside).
     pub limit: usize,
+    /// Leave out versions expired at this time (epoch seconds, [`Item::is_expired`]); `None` lists
+    /// them (a rebuild reads every stored version).
+    pub live_at: Option<i64>,
     /// Start after this version (from the previous page's `next`); it must be of this item.
     pub start: Option<VersionKey>,
 }
@@ -379,6 +398,7 @@ impl VersionQuery {
             base_sk: base_sk.into(),
             order: Order::Descending,
             limit: 20,
+            live_at: None,
             start: None,
         }
     }
@@ -514,8 +534,14 @@ impl Store {
                 .expression_attribute_values(":true", AttributeValue::Bool(true));
         }
         let start = query.start.as_ref().map(PageKey::attributes);
-        let (items, more) =
-            read_page(builder, start, page_size(query.limit), "Query (data)").await?;
+        let (items, more) = read_page(
+            builder,
+            start,
+            page_size(query.limit),
+            query.live_at,
+            "Query (data)",
+        )
+        .await?;
         let next = if more {
             items.last().map(PageKey::of)
         } else {
@@ -567,6 +593,7 @@ impl Store {
             builder,
             start,
             page_size(query.limit),
+            query.live_at,
             "Query (history versions)",
         )
         .await?;
@@ -580,12 +607,14 @@ impl Store {
 }
 
 /// Reads up to `limit` items of the query `builder` from `start` on, plus one item ahead to know
-/// whether more follow. Keeps querying while a filter or the 1 MB page limit leaves the page short,
-/// evaluating more items per request each time (so a run of filtered items costs few requests).
+/// whether more follow, leaving out the items expired at `live_at` when given. Keeps querying while
+/// a filter or the 1 MB page limit leaves the page short, evaluating more items per request each
+/// time (so a run of filtered items costs few requests).
 async fn read_page(
     builder: QueryFluentBuilder,
     mut start: Option<HashMap<String, AttributeValue>>,
     limit: usize,
+    live_at: Option<i64>,
     operation: &str,
 ) -> Result<(Vec<Item>, bool), StoreError> {
     let mut items = Vec::with_capacity(limit + 1);
@@ -601,7 +630,10 @@ async fn read_page(
             .await
             .map_err(|e| sdk_error(operation, e))?;
         for attributes in output.items.unwrap_or_default() {
-            items.push(Item::from_attributes(attributes)?);
+            let item = Item::from_attributes(attributes)?;
+            if !live_at.is_some_and(|now| item.is_expired(now)) {
+                items.push(item);
+            }
         }
         if items.len() > limit {
             items.truncate(limit);

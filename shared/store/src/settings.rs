@@ -3,7 +3,9 @@
 //! all read this way, in one `BatchGetItem` of both keys ([`Store::get_data_items`]).
 //!
 //! A soft-deleted tenant item counts as absent (the tenant removed its own value, so `common`
-//! applies again); a soft-deleted `common` item is no value at all.
+//! applies again); a soft-deleted `common` item is no value at all. An item expired at the time of
+//! the read ([`Item::is_expired`]) is absent the same way, whether DynamoDB has deleted it yet or
+//! not.
 
 use cqrs_item::Item;
 use cqrs_keys::{TENANT_COMMON, master_pk};
@@ -39,11 +41,13 @@ impl Source {
 
 impl Store {
     /// The master item `sk` of `tenant` (`MASTER#tenant`), else of `common` (`MASTER#common`), with
-    /// where it came from; `None` when neither has a live one. One `BatchGetItem` of both keys.
+    /// where it came from; `None` when neither has a live one (neither soft-deleted nor expired at
+    /// `now`, epoch seconds). One `BatchGetItem` of both keys.
     ///
     /// ```no_run
     /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
-    /// if let Some((item, source)) = store.master_item_with_common("t1", "SETTING#ui#theme").await? {
+    /// let now = 1_700_000_000;
+    /// if let Some((item, source)) = store.master_item_with_common("t1", "SETTING#ui#theme", now).await? {
     ///     println!("{} from {}", item.id, source.as_str());
     /// }
     /// # Ok(()) }
@@ -52,6 +56,7 @@ impl Store {
         &self,
         tenant: &str,
         sk: &str,
+        now: i64,
     ) -> Result<Option<(Item, Source)>, StoreError> {
         let own = master_pk(Some(tenant));
         let common = master_pk(Some(TENANT_COMMON));
@@ -60,7 +65,7 @@ impl Store {
             keys.push((common.clone(), sk.to_string()));
         }
         let mut found = self.get_data_items(&keys).await?;
-        let live = |item: Option<Item>| item.filter(|i| !i.is_deleted);
+        let live = |item: Option<Item>| item.filter(|i| !i.is_deleted && !i.is_expired(now));
         if let Some(item) = live(found.remove(&(own.clone(), sk.to_string()))) {
             let source = if own == common {
                 Source::Common

@@ -38,12 +38,12 @@ impl TtlPolicy {
 
 impl Store {
     /// The TTL policy of `table` for `tenant` (else `common`'s); `None` when neither has a live
-    /// policy. A policy whose `days` is not a whole number of at least 1 is no policy (and is
+    /// policy (neither soft-deleted nor expired at `now`, epoch seconds). A policy whose `days` is not a whole number of at least 1 is no policy (and is
     /// logged): a bad policy never expires data by accident.
     ///
     /// ```no_run
     /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
-    /// if let Some(policy) = store.ttl_policy("t1", "order").await? {
+    /// if let Some(policy) = store.ttl_policy("t1", "order", 1_700_000_000).await? {
     ///     println!("orders of t1 are kept {} days", policy.days);
     /// }
     /// # Ok(()) }
@@ -52,11 +52,12 @@ impl Store {
         &self,
         tenant: &str,
         table: &str,
+        now: i64,
     ) -> Result<Option<TtlPolicy>, StoreError> {
         let Ok(sk) = ttl_policy_sk(table) else {
             return Ok(None);
         };
-        let Some((item, source)) = self.master_item_with_common(tenant, &sk).await? else {
+        let Some((item, source)) = self.master_item_with_common(tenant, &sk, now).await? else {
             return Ok(None);
         };
         match item.attributes.get("days").and_then(|d| d.as_i64()) {
