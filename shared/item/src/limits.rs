@@ -1,5 +1,5 @@
-//! DynamoDB's limits on an item's content besides its size: how deep maps and lists nest, and which
-//! numbers it can store. An item past them is refused by DynamoDB with a `ValidationException`;
+//! DynamoDB's limits on an item's content besides its size: how deep maps and lists nest, which
+//! numbers it can store, and that no map key is empty. An item past them is refused by DynamoDB with a `ValidationException`;
 //! checking before writing turns that into a clear refusal of the request instead of a failed
 //! write.
 
@@ -22,9 +22,9 @@ pub const MAX_NESTING_DEPTH: usize = 32;
 /// ```
 pub const MAX_NUMBER_DIGITS: usize = 38;
 
-/// Checks `attributes` against DynamoDB's nesting depth ([`MAX_NESTING_DEPTH`]) and number limits
-/// (at most [`MAX_NUMBER_DIGITS`] significant digits, magnitude from 1e-130 to below 1e126); the
-/// error says which attribute is at fault and why.
+/// Checks `attributes` against DynamoDB's nesting depth ([`MAX_NESTING_DEPTH`]), number limits
+/// (at most [`MAX_NUMBER_DIGITS`] significant digits, magnitude from 1e-130 to below 1e126) and
+/// its refusal of empty map keys; the error says which attribute is at fault and why.
 ///
 /// ```
 /// use aws_sdk_dynamodb::types::AttributeValue;
@@ -33,6 +33,11 @@ pub const MAX_NUMBER_DIGITS: usize = 38;
 /// assert!(cqrs_item::check_limits(&item).is_ok());
 /// item.insert("n".into(), AttributeValue::N("1e126".into()));
 /// assert!(cqrs_item::check_limits(&item).unwrap_err().contains("n"));
+///
+/// let mut item = cqrs_item::Item::example().to_attributes().unwrap();
+/// let empty_key = [(String::new(), AttributeValue::Bool(true))].into_iter().collect();
+/// item.insert("m".into(), AttributeValue::M(empty_key));
+/// assert!(cqrs_item::check_limits(&item).unwrap_err().contains("empty"));
 /// ```
 pub fn check_limits(attributes: &Attributes) -> Result<(), String> {
     for (name, value) in attributes {
@@ -46,6 +51,11 @@ fn check_value(path: &str, value: &AttributeValue, depth: usize) -> Result<(), S
         AttributeValue::M(map) => {
             nesting(path, depth)?;
             for (name, inner) in map {
+                if name.is_empty() {
+                    return Err(format!(
+                        "{path}: holds a map key that is empty (DynamoDB refuses empty attribute names)"
+                    ));
+                }
                 check_value(&format!("{path}.{name}"), inner, depth + 1)?;
             }
         }

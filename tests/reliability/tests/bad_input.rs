@@ -189,6 +189,21 @@ fn bad_bodies() -> Vec<(String, Vec<u8>)> {
             json!({"l": (0..40).fold(json!(1), |v, _| json!([v]))}),
         ),
     );
+    // Map keys DynamoDB refuses ("Empty attribute name"); found by the conformance run on the
+    // generated entity bodies, where they were a 500.
+    text(
+        "attributes with an empty key",
+        with("attributes", json!({"": 1})),
+    );
+    text(
+        "attributes with an empty nested key",
+        with("attributes", json!({"m": [{"": {"x": 1}}]})),
+    );
+    text(
+        "an entity's attributes with an empty key",
+        json!({"entity": "product", "version": 0, "attributes": {"": [{}], "productId": "p"}})
+            .to_string(),
+    );
     // Numbers DynamoDB cannot store (its range is 1e-130 to 1e126, 38 digits).
     text(
         "attributes number 1e300",
