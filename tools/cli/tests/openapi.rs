@@ -1,0 +1,261 @@
+//! `cqrs model openapi`: the committed `openapi.yaml` is what the model generates (drift fails the
+//! test and says how to regenerate), and the generated contract says what the model says.
+
+use std::process::Command;
+
+use serde_yaml::Value;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+fn generate(model_file: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cqrs"))
+        .args(["model", "openapi", "--file", model_file])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn example_document() -> Value {
+    serde_yaml::from_str(&generate(&format!("{ROOT}/model.toml"))).unwrap()
+}
+
+#[test]
+fn the_committed_openapi_yaml_is_what_the_model_generates() {
+    let generated = generate(&format!("{ROOT}/model.toml"));
+    let path = format!("{ROOT}/openapi.yaml");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if committed == generated {
+        return;
+    }
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+        return;
+    }
+    let line = committed
+        .lines()
+        .zip(generated.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()));
+    panic!(
+        "openapi.yaml differs from what model.toml generates, from line {}:\n  committed: {:?}\n  \
+         generated: {:?}\nRegenerate it with\n  cargo run -p cqrs-cli -- model openapi > openapi.yaml\n\
+         (or run this test with UPDATE_OPENAPI=1)",
+        line + 1,
+        committed.lines().nth(line).unwrap_or("<end of file>"),
+        generated.lines().nth(line).unwrap_or("<end of file>"),
+    );
+}
+
+fn params(doc: &Value, path: &str) -> Vec<(String, bool)> {
+    doc["paths"][path]["get"]["parameters"]
+        .as_sequence()
+        .unwrap_or_else(|| panic!("no parameters for {path}"))
+        .iter()
+        .filter(|p| p.get("name").is_some())
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["required"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_pattern_has_its_own_path_with_the_parameters_the_model_allows() {
+    let doc = example_document();
+    let model = cqrs_model::Model::example();
+    let paths = doc["paths"].as_mapping().unwrap();
+    assert!(paths.get("/query/{pattern}").is_none());
+    for pattern in model.patterns() {
+        let path = format!("/query/{}", pattern.name);
+        assert!(paths.get(path.as_str()).is_some(), "{path} missing");
+    }
+    // The partition's parameter is required; the sort key's are not; ranges where allowed.
+    let of_user = params(&doc, "/query/orders_of_user");
+    assert!(of_user.contains(&("userId".into(), true)), "{of_user:?}");
+    assert!(of_user.iter().any(|(n, r)| n == "from" && !r));
+    let items = params(&doc, "/query/items_of_order");
+    assert!(items.contains(&("orderId".into(), false)), "{items:?}");
+    assert!(items.contains(&("itemId".into(), false)), "{items:?}");
+    // `sort = ["range"]`: no sort parameter, only the bounds.
+    let readings = params(&doc, "/query/readings_of_sensor");
+    assert!(readings.contains(&("sensorId".into(), true)));
+    assert!(!readings.iter().any(|(n, _)| n == "readAt"), "{readings:?}");
+    assert!(readings.iter().any(|(n, _)| n == "before"));
+    // A page holds the pattern's entity's items; a collection's, either.
+    let page = &doc["components"]["schemas"]["orders_of_user.Page"];
+    assert_eq!(
+        page["properties"]["items"]["items"]["$ref"],
+        "#/components/schemas/order.Item"
+    );
+    let collection = &doc["components"]["schemas"]["order_with_items.Page"];
+    assert_eq!(
+        collection["properties"]["items"]["items"]["oneOf"]
+            .as_sequence()
+            .unwrap()
+            .len(),
+        2
+    );
+    // The enum parameter of a sharded pattern is the attribute's enum.
+    let by_status = &doc["paths"]["/query/orders_by_status"]["get"]["parameters"][0];
+    assert_eq!(by_status["name"], "status");
+    assert_eq!(by_status["schema"]["enum"].as_sequence().unwrap().len(), 5);
+}
+
+#[test]
+fn entity_schemas_carry_the_declared_constraints() {
+    let doc = example_document();
+    let schemas = &doc["components"]["schemas"];
+    let order = &schemas["order.Attributes"];
+    let required: Vec<&str> = order["required"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(required, ["status", "userId"]);
+    assert_eq!(order["properties"]["userId"]["maxLength"], 128);
+    assert_eq!(order["properties"]["totalCents"]["type"], "number");
+    assert_eq!(order["properties"]["totalCents"]["format"], "decimal");
+    // `width = 12`: a whole number of at most 12 digits.
+    let price = &schemas["product.Attributes"]["properties"]["priceCents"];
+    assert_eq!(price["type"], "integer");
+    assert_eq!(price["minimum"], 0);
+    assert_eq!(price["maximum"], 999_999_999_999u64);
+    let at = &schemas["log.Attributes"]["properties"]["at"];
+    assert_eq!(at["format"], "date-time");
+    // PATCH: the attributes that name the item are required and never null; the others may be.
+    let patch = &schemas["order_item.Patch"]["properties"]["attributes"];
+    let named: Vec<&str> = patch["required"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(named, ["orderId", "itemId"]);
+    assert_eq!(
+        schemas["order.Patch"]["properties"]["attributes"]["properties"]["totalCents"]["nullable"],
+        true
+    );
+    // The item as the query API answers it: its index keys, its entity, nothing else.
+    let item = &schemas["store.Item"];
+    assert_eq!(item["additionalProperties"], false);
+    assert_eq!(item["properties"]["entity"]["enum"][0], "store");
+    assert_eq!(item["properties"]["locCountry"]["type"], "string");
+}
+
+/// OpenAPI 3.0 has no `const`: each branch of the command bodies must exclude the others, or a
+/// valid body matches two (and `oneOf` refuses it).
+#[test]
+fn exactly_one_command_body_branch_matches_each_body() {
+    let doc = example_document();
+    let schemas = &doc["components"]["schemas"];
+    for method in ["post", "patch"] {
+        let branches = doc["paths"]["/commands"][method]["requestBody"]["content"]
+            ["application/json"]["schema"]["oneOf"]
+            .as_sequence()
+            .unwrap();
+        let model = cqrs_model::Model::example();
+        assert_eq!(branches.len(), model.entities().len() + 1);
+        let mut entities = Vec::new();
+        for branch in branches {
+            let name = branch["$ref"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("#/components/schemas/");
+            let schema = &schemas[name];
+            assert_eq!(schema["additionalProperties"], false, "{name}");
+            let props = schema["properties"].as_mapping().unwrap();
+            if name.starts_with("Key") {
+                assert!(props.get("entity").is_none(), "{name} takes entity");
+                assert!(props.get("pk").is_some());
+            } else {
+                assert!(
+                    props.get("pk").is_none() && props.get("sk").is_none(),
+                    "{name}"
+                );
+                let one = schema["properties"]["entity"]["enum"]
+                    .as_sequence()
+                    .unwrap();
+                assert_eq!(one.len(), 1, "{name}");
+                entities.push(one[0].as_str().unwrap().to_string());
+                let required = schema["required"].as_sequence().unwrap();
+                assert!(required.contains(&Value::from("entity")), "{name}");
+            }
+        }
+        let before = entities.len();
+        entities.sort();
+        entities.dedup();
+        assert_eq!(entities.len(), before, "two branches share an entity");
+        // An example per entity, each a body of its own branch.
+        let examples = doc["paths"]["/commands"][method]["requestBody"]["content"]
+            ["application/json"]["examples"]
+            .as_mapping()
+            .unwrap();
+        for entity in &entities {
+            assert_eq!(
+                examples[entity.as_str()]["value"]["entity"],
+                entity.as_str()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_model_of_its_own_gets_a_contract_of_its_own() {
+    let dir = std::env::temp_dir().join(format!("cqrs-openapi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("model.toml");
+    std::fs::write(
+        &file,
+        r#"
+[indexes.gsi1]
+pk = "gsi1pk"
+sk = "gsi1sk"
+
+[entities.loan]
+pk = "LOAN#{tenant}"
+sk = "{loanId}"
+id = "loanId"
+attributes.loanId = { type = "string", max = 26 }
+attributes.member = { type = "string", required = true, max = 64 }
+attributes.fee = { type = "number", width = 6 }
+attributes.due = { type = "timestamp", required = true }
+indexes.gsi1 = { pk = "MEMBER#{tenant}#{member}", sk = "{due}#{loanId}" }
+
+[patterns.loans_of_member]
+entity = "loan"
+index = "gsi1"
+params = ["member"]
+description = "a member's loans by due date"
+"#,
+    )
+    .unwrap();
+    let doc: Value = serde_yaml::from_str(&generate(file.to_str().unwrap())).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let paths: Vec<&str> = doc["paths"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap())
+        .filter(|k| k.starts_with("/query/"))
+        .collect();
+    assert_eq!(paths, ["/query/loans_of_member"]);
+    let schemas = doc["components"]["schemas"].as_mapping().unwrap();
+    assert!(schemas.get("loan.Create").is_some());
+    assert!(schemas.get("order.Create").is_none());
+    assert_eq!(
+        doc["components"]["schemas"]["loan.Attributes"]["properties"]["fee"]["maximum"],
+        999_999
+    );
+    assert_eq!(
+        doc["paths"]["/query/loans_of_member"]["get"]["operationId"],
+        "queryLoansOfMember"
+    );
+}
