@@ -16,7 +16,7 @@ use common::*;
 use cqrs_caller::CallerMode;
 use cqrs_item::Item;
 use cqrs_store::{Store, Tables};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Long past (2001-09-09): an expiry that has passed.
 const PAST: i64 = 1_000_000_000;
@@ -62,37 +62,25 @@ async fn a_patch_on_an_expired_data_table_base_finds_nothing_to_merge_into() {
     let pk = "PRODUCT#t1";
     // The command row is gone, the data table still holds the expired version: the fallback to
     // the data table agrees, nothing to merge into.
-    let mut fallback = command(pk, "data-only", 0);
-    fallback["ttl"] = json!(PAST);
-    assert_eq!(h.post(&USER_T1, fallback).await.0, 202);
-    let row = h.versions(pk, "data-only").await.pop().unwrap();
-    put(&h, &h.tables.data, &row.clone().into_data_item()).await;
-    h.tables
-        .client
-        .delete_item()
-        .table_name(&h.tables.command)
-        .key("pk", AttributeValue::S(pk.into()))
-        .key("sk", AttributeValue::S(row.sk.clone()))
-        .send()
-        .await
-        .unwrap();
-    let (status, body) = h
-        .patch(
-            &USER_T1,
-            json!({"pk": pk, "sk": "data-only", "version": 1, "attributes": {"b": 2}}),
-        )
-        .await;
+    let (status, body) = patch_data_table_only(&h, pk, "data-only", PAST).await;
     println!("PATCH on an expired data-table base: {status} {body}");
     assert_eq!(
         status, 404,
         "an expired data-table item is merged into: {body}"
     );
     // The same data-table fallback with a live item merges.
-    let mut kept = command(pk, "data-live", 0);
-    kept["ttl"] = json!(FUTURE);
-    assert_eq!(h.post(&USER_T1, kept).await.0, 202);
-    let row = h.versions(pk, "data-live").await.pop().unwrap();
-    put(&h, &h.tables.data, &row.clone().into_data_item()).await;
+    let (status, body) = patch_data_table_only(&h, pk, "data-live", FUTURE).await;
+    assert_eq!(status, 202, "{body}");
+}
+
+/// Creates `pk`/`sk` with `ttl`, leaves its version only in the data table (its command row
+/// deleted) and PATCHes version 1: the answer.
+async fn patch_data_table_only(h: &Harness, pk: &str, sk: &str, ttl: i64) -> (u16, Value) {
+    let mut create = command(pk, sk, 0);
+    create["ttl"] = json!(ttl);
+    assert_eq!(h.post(&USER_T1, create).await.0, 202);
+    let row = h.versions(pk, sk).await.pop().unwrap();
+    put(h, &h.tables.data, &row.clone().into_data_item()).await;
     h.tables
         .client
         .delete_item()
@@ -102,13 +90,11 @@ async fn a_patch_on_an_expired_data_table_base_finds_nothing_to_merge_into() {
         .send()
         .await
         .unwrap();
-    let (status, body) = h
-        .patch(
-            &USER_T1,
-            json!({"pk": pk, "sk": "data-live", "version": 1, "attributes": {"b": 2}}),
-        )
-        .await;
-    assert_eq!(status, 202, "{body}");
+    h.patch(
+        &USER_T1,
+        json!({"pk": pk, "sk": sk, "version": 1, "attributes": {"b": 2}}),
+    )
+    .await
 }
 
 async fn put(h: &Harness, table: &str, item: &Item) {

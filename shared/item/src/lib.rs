@@ -11,6 +11,9 @@
 //! Attribute names are camelCase, as the TypeScript framework mbc-cqrs-serverless writes them, so
 //! these functions can share tables with it.
 //!
+//! [`entity::apply`] checks a version against its model entity and computes its index keys: the
+//! command handler and `cqrs rebuild` both run it, so a rebuild computes what a new command would.
+//!
 //! The item's own data, `attributes`, is a [`Map`] of [`Value`]s whose numbers are exact
 //! ([`Number`]: up to DynamoDB's 38 significant digits, carried as text, never as `f64`). So
 //! conversion to and from DynamoDB ([`Item::to_attributes`], [`Item::from_attributes`]) is written
@@ -30,6 +33,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod entity;
 mod json;
 mod limits;
 mod merge;

@@ -35,6 +35,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod change_log;
 pub mod client;
 pub mod command;
 pub mod entries;

@@ -1,6 +1,6 @@
 //! `cqrs change-log migrate`: moves the change log's entries written before its prefix was
 //! reserved (`LOG#<tenant>#<YYYY-MM>`, the key space of the example model's `log` entity) to
-//! `CQRS_CHANGE_LOG#<tenant>#<YYYY-MM>`, with data-sync's own [`migrate_legacy`]: each entry is
+//! `CQRS_CHANGE_LOG#<tenant>#<YYYY-MM>`, with the store's [`migrate_legacy`] (data-sync re-exports it): each entry is
 //! written under the new key if absent, then its old row is deleted on condition that it is still
 //! that entry. A `log` entity's items and anything else under `LOG#` are never touched; safe while
 //! data-sync runs (it writes only the new prefix) and to run again (a second run moves nothing).
@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use data_sync::change_log::migrate_legacy;
+use cqrs_store::change_log::migrate_legacy;
 
 use super::{Connection, EXIT_DIFFERENCE, fail};
 

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use clap::Args;
-use command_handler::entity::{ModelEntity, apply};
 use cqrs_item::Item;
+use cqrs_item::entity::{ModelEntity, apply};
 use cqrs_model::Model;
 use cqrs_store::Store;
 use cqrs_store::projection::DataWrite;
