@@ -431,11 +431,13 @@ fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
     response
 }
 
-/// The body as JSON text, or `None` when it is empty (a request whose members are all optional).
+/// The body as JSON text, or `None` when there is none (no bytes: a request whose members are all
+/// optional). Anything else must be JSON: whitespace alone is not a body of nothing but a body
+/// that is not JSON (a 400), as it is for `/commands`.
 fn optional_json_body(request: &Request) -> Result<Option<&str>, ApiError> {
     let empty = match request.body() {
-        Body::Text(text) => text.trim().is_empty(),
-        Body::Binary(bytes) => bytes.iter().all(u8::is_ascii_whitespace),
+        Body::Text(text) => text.is_empty(),
+        Body::Binary(bytes) => bytes.is_empty(),
         _ => true,
     };
     if empty {

@@ -282,6 +282,23 @@ fn corpus(mode: CallerMode) -> Vec<(String, Req)> {
             ));
         }
     }
+    // The optional bodies of a draw and of the master-data copy: none (no bytes), or a JSON object.
+    // Whitespace is neither (found by the conformance run: `\r` drew a number).
+    for path in ["/sequences/invoice/next", "/master-data/copy"] {
+        for (what, body) in [
+            ("a carriage return", "\r"),
+            ("blanks", " \n\t "),
+            ("null", "null"),
+        ] {
+            requests.push((
+                format!("POST {path} with {what} as body"),
+                Req::new("POST", path)
+                    .header("content-type", "application/json")
+                    .body(body.as_bytes())
+                    .from(mode, T1),
+            ));
+        }
+    }
     // Unknown methods on /commands.
     for method in ["GET", "PUT", "DELETE", "HEAD", "OPTIONS", "TRACE"] {
         requests.push((

@@ -54,7 +54,10 @@ impl Stack {
 
     /// Sends `request` to the function that serves its path (`/commands` or anything else).
     pub async fn send(&self, request: Req) -> Answer {
-        let to_commands = request.path.starts_with("/commands");
+        // The command handler's routes, as template.yaml routes them.
+        let to_commands = ["/commands", "/sequences/", "/master-data/"]
+            .iter()
+            .any(|prefix| request.path.starts_with(prefix));
         let event = request.request();
         let response = if to_commands {
             command_handler::handle(&self.command, event).await
