@@ -6,8 +6,8 @@
 #
 # openapi.yaml is generated from model.toml (`cqrs model openapi`): every entity's command bodies
 # and items, one path per access pattern, so each constraint the model declares is tried with
-# valid and invalid input. The hooks (tests/conformance/hooks.py) create one item per entity first
-# and point half of the valid requests at those items, so they reach the code behind the 404s.
+# valid and invalid input. The hooks (tests/conformance/hooks.py) create items of every entity first
+# and point the valid requests at those items, so they reach the code behind the 404s.
 # Any schemathesis warning fails the run (tests/conformance/schemathesis.toml), and so does an
 # operation that never answered a 2xx; the 2xx / 4xx counts per operation are printed at the end.
 #

@@ -69,7 +69,7 @@ async function pollOrdersOfUser(
 
 function checkTotal(item: OrderItem, when: string): void {
   const total = item.attributes.totalCents;
-  expect(total !== undefined, `${when}: totalCents is missing`);
+  expect(total !== undefined && total !== null, `${when}: totalCents is missing`);
   // A LosslessNumber: a plain number could not hold 20 digits.
   expect(isLosslessNumber(total), `${when}: totalCents came back as a ${typeof total}, not exact`);
   expect(

@@ -82,7 +82,7 @@ export const numberAsString: Schemas["order.Create"] = {
 
 // What comes back may be an ExactNumber: it is not usable as a plain number.
 export function readBack(item: Schemas["order.Item"]): number {
-  const total: Decimal | undefined = item.attributes.totalCents;
+  const total: Decimal | null | undefined = item.attributes.totalCents;
   // @ts-expect-error TS2322 `is not assignable to type 'number'` a Decimal is not a number
   const cents: number = total ?? 0;
   return cents;

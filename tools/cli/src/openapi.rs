@@ -286,10 +286,12 @@ fn attributes_schema(entity: &Entity) -> Value {
     let mut required = Vec::new();
     for (name, attr) in &entity.attributes {
         let in_key = keys.contains(name);
-        properties.insert(
-            s(name),
-            Value::Mapping(attribute_value_schema(name, attr, in_key)),
-        );
+        let mut schema = attribute_value_schema(name, attr, in_key);
+        if !attr.required {
+            // An optional attribute given as `null` is an attribute not given.
+            schema.insert(s("nullable"), Value::Bool(true));
+        }
+        properties.insert(s(name), Value::Mapping(schema));
         if attr.required {
             required.push(name.as_str());
         }
@@ -374,13 +376,21 @@ fn create_schema(entity: &Entity, key_command: &Value) -> Value {
         }
         None => String::new(),
     };
-    properties.insert(
-        s("attributes"),
-        schema_ref(&format!("{}.Attributes", entity.name)),
-    );
+    let attributes = schema_ref(&format!("{}.Attributes", entity.name));
     let mut required = vec!["entity", "version"];
     if has_required {
         required.push("attributes");
+        properties.insert(s("attributes"), attributes);
+    } else {
+        // Nothing required: `null` is `{}`, as for a command by key.
+        properties.insert(
+            s("attributes"),
+            map([
+                ("allOf", Value::Sequence(vec![attributes])),
+                ("nullable", Value::Bool(true)),
+                ("description", s("null: `{}`")),
+            ]),
+        );
     }
     let mut example = Mapping::new();
     example.insert(s("entity"), s(&entity.name));
