@@ -183,7 +183,7 @@ fn power_of_ten_minus_one(width: u32) -> Option<Value> {
 }
 
 /// The schema of one declared attribute's value.
-fn attribute_value_schema(name: &str, attr: &Attribute, in_key: bool) -> Mapping {
+fn attribute_value_schema(attr: &Attribute, in_key: bool) -> Mapping {
     let mut m = Mapping::new();
     let mut notes: Vec<String> = Vec::new();
     match attr.ty {
@@ -254,7 +254,6 @@ fn attribute_value_schema(name: &str, attr: &Attribute, in_key: bool) -> Mapping
         m.insert(s("pattern"), s(KEY_PART_PATTERN));
         notes.push("a key part: not empty, no `#`, `@` or control character".into());
     }
-    let _ = name;
     if !notes.is_empty() {
         m.insert(s("description"), s(&notes.join("; ")));
     }
@@ -286,7 +285,7 @@ fn attributes_schema(entity: &Entity) -> Value {
     let mut required = Vec::new();
     for (name, attr) in &entity.attributes {
         let in_key = keys.contains(name);
-        let mut schema = attribute_value_schema(name, attr, in_key);
+        let mut schema = attribute_value_schema(attr, in_key);
         if !attr.required {
             // An optional attribute given as `null` is an attribute not given.
             schema.insert(s("nullable"), Value::Bool(true));
@@ -425,7 +424,7 @@ fn patch_schema(entity: &Entity, key_patch: &Value) -> Value {
     let keys = key_attributes(entity);
     let mut attr_props = Mapping::new();
     for (name, attr) in &entity.attributes {
-        let mut schema = attribute_value_schema(name, attr, keys.contains(name));
+        let mut schema = attribute_value_schema(attr, keys.contains(name));
         if !attr.required && !identity.contains(name) {
             schema.insert(s("nullable"), Value::Bool(true));
         }
@@ -741,7 +740,7 @@ fn key_param_schema(entity: &Entity, name: &str, bucket: Option<Bucket>) -> Mapp
             m
         }
         Some(attr) => {
-            let mut m = attribute_value_schema(name, attr, true);
+            let mut m = attribute_value_schema(attr, true);
             m.remove("description");
             m
         }
