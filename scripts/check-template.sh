@@ -114,7 +114,7 @@ step "what sam build compiled: the functions' features alone (cargo tree -e feat
 target=aarch64-unknown-linux-gnu
 deployed=$(cargo tree --locked -e features,no-dev --target "$target" --prefix none | sed "s/ (\*)$//" | sort -u)
 functions=$(cargo tree --locked -e features,no-dev --target "$target" --prefix none \
-    -p command-handler -p data-sync -p query-handler | sed "s/ (\*)$//" | sort -u)
+    -p cqrs-example-shop | sed "s/ (\*)$//" | sort -u)
 workspace=$(cargo tree --locked -e features,no-dev --target "$target" --prefix none --workspace | sed "s/ (\*)$//" | sort -u)
 [[ "$deployed" == "$functions" ]] ||
     fail "the default members' features differ from the three functions' (Cargo.toml default-members)"

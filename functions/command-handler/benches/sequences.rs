@@ -162,7 +162,7 @@ async fn main() {
         )
         .with_sequences(&sequences),
     );
-    let app = command_handler::App::new(store, CallerMode::Jwt).expect("model.toml checks");
+    let app = command_handler::App::new(store, CallerMode::Jwt, cqrs_model::Model::example());
 
     // Warm-up on other counters of other tables.
     let warm = cqrs_testkit::fresh_tables().await;

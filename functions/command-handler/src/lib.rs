@@ -66,7 +66,7 @@ pub struct App {
     pub store: Store,
     /// Claims, or local headers.
     pub caller_mode: CallerMode,
-    /// The entity model (`model.toml`, compiled in).
+    /// The service's entity model (its `model.toml`, compiled into its binary).
     pub model: std::sync::Arc<cqrs_model::Model>,
     /// TTL policies read by this warm container ([`ttl_policy`]).
     pub ttl_policies: std::sync::Arc<ttl_policy::PolicyCache>,
@@ -75,20 +75,77 @@ pub struct App {
 }
 
 impl App {
-    /// The handler on `store`, with callers from `caller_mode` and the repository's model.
+    /// The handler on `store`, with callers from `caller_mode`, serving the service's `model`.
     ///
-    /// # Errors
-    ///
-    /// When the compiled-in model does not check (the message names the entity and field).
-    pub fn new(store: Store, caller_mode: CallerMode) -> Result<Self, cqrs_model::ModelErrors> {
-        Ok(App {
+    /// ```
+    /// # async fn demo(store: cqrs_store::Store) {
+    /// let model = cqrs_model::Model::example();
+    /// let app = command_handler::App::new(store, cqrs_caller::CallerMode::Jwt, model);
+    /// assert!(app.model.entity("order").is_some());
+    /// # }
+    /// ```
+    pub fn new(store: Store, caller_mode: CallerMode, model: cqrs_model::Model) -> Self {
+        App {
             store,
             caller_mode,
-            model: std::sync::Arc::new(cqrs_model::Model::embedded()?),
+            model: std::sync::Arc::new(model),
             ttl_policies: Default::default(),
             heads: Default::default(),
-        })
+        }
     }
+}
+
+/// Runs the command handler as a Lambda function serving the service's model (the text of its
+/// `model.toml`): builds the DynamoDB client, the configuration and the model once per cold start
+/// (each phase timed and logged once, see [`cqrs_store::client::InitClock`]), then answers every
+/// request with [`handle`]. A service's `command-handler` binary is this call and nothing else:
+///
+/// ```no_run
+/// // The service's src/bin/command-handler.rs, where MODEL is `include_str!("../../model.toml")`.
+/// # const MODEL: &str = cqrs_model::EXAMPLE_TOML;
+/// #[tokio::main]
+/// async fn main() -> Result<(), lambda_http::Error> {
+///     command_handler::run(MODEL).await
+/// }
+/// ```
+///
+/// Configuration: `COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`, `IDEMPOTENCY_TABLE`,
+/// `SEQUENCES_TABLE`, `CALLER_MODE`, and the client's variables ([`cqrs_store::client`]).
+///
+/// # Errors
+///
+/// A missing or malformed variable, or a model that does not check (each problem names the entity
+/// and the field): the function fails its cold start and says why.
+pub async fn run(model: &str) -> Result<(), lambda_http::Error> {
+    use cqrs_store::Tables;
+    use cqrs_store::client::{InitClock, client_from_env};
+
+    let mut init = InitClock::start();
+    cqrs_store::logging::init();
+    init.lap("logging");
+    let tables = Tables::from_env()?;
+    if tables.sequences.is_none() {
+        return Err(cqrs_store::ConfigError::MissingVariable("SEQUENCES_TABLE").into());
+    }
+    let caller_mode = CallerMode::from_env()?;
+    init.lap("config");
+    let client = client_from_env(&mut init)?;
+    let model = cqrs_model::Model::parse(model)?;
+    init.lap("model");
+    tracing::info!(
+        entities = model.entities().len(),
+        revision = model.revision(),
+        "entity model loaded"
+    );
+    let app = App::new(Store::new(client, tables), caller_mode, model);
+    init.log();
+    let app = &app;
+    lambda_http::run(lambda_http::service_fn(
+        move |request: Request| async move {
+            Ok::<_, lambda_http::Error>(handle(app, request).await)
+        },
+    ))
+    .await
 }
 
 /// The body of a `202`: the stored command.

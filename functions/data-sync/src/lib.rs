@@ -624,6 +624,54 @@ fn record_span(entry: &Entry) -> tracing::Span {
     )
 }
 
+/// Runs data-sync as a Lambda function on the command table's stream: builds the DynamoDB client
+/// and the configuration once per cold start (each phase timed and logged once, see
+/// [`cqrs_store::client::InitClock`]), the framework's own targets (the change log when
+/// `CHANGE_LOG_TABLE` is set), then the service's (`targets` adds them with
+/// [`DataSync::with_target`]), and hands every batch to [`handle_event`]. A service's `data-sync`
+/// binary is this call:
+///
+/// ```no_run
+/// #[tokio::main]
+/// async fn main() -> Result<(), lambda_runtime::Error> {
+///     data_sync::run(|_store, sync| sync).await
+/// }
+/// ```
+///
+/// Configuration: `COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`, `IDEMPOTENCY_TABLE`,
+/// `PARKED_TABLE` (required here: where records that can never be projected are parked),
+/// `CHANGE_LOG_TABLE` (optional), and the client's variables ([`cqrs_store::client`]).
+///
+/// # Errors
+///
+/// A missing or malformed variable: the function fails its cold start and says why.
+pub async fn run(
+    targets: impl FnOnce(&cqrs_store::Store, DataSync) -> DataSync,
+) -> Result<(), lambda_runtime::Error> {
+    use cqrs_store::Tables;
+    use cqrs_store::client::{InitClock, client_from_env};
+    use lambda_runtime::{LambdaEvent, service_fn};
+
+    let mut init = InitClock::start();
+    cqrs_store::logging::init();
+    init.lap("logging");
+    let tables = Tables::from_env()?.require_parked()?;
+    init.lap("config");
+    let store = cqrs_store::Store::new(client_from_env(&mut init)?, tables);
+    let mut sync = DataSync::new(store.clone());
+    if let Some(change_log) = change_log::ChangeLog::from_env(&store) {
+        tracing::info!(table = change_log.table(), "change log enabled");
+        sync = sync.with_target(change_log);
+    }
+    let sync = targets(&store, sync);
+    init.log();
+    let sync = &sync;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
+        handle_event(sync, event).await
+    }))
+    .await
+}
+
 /// The Lambda entry point: one invocation, one batch. The runtime's span carries the request id
 /// (`requestId`) into every log line of the invocation.
 ///

@@ -83,8 +83,11 @@ async fn commands_written_through_the_command_handler_are_projected() {
     use lambda_http::Body;
 
     let tables = cqrs_testkit::fresh_tables().await;
-    let app = App::new(store(&tables), cqrs_caller::CallerMode::Local)
-        .expect("the repository's model.toml checks");
+    let app = App::new(
+        store(&tables),
+        cqrs_caller::CallerMode::Local,
+        cqrs_model::Model::example(),
+    );
     let send = |method: &'static str, body: serde_json::Value| {
         let app = &app;
         async move {

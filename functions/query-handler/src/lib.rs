@@ -95,22 +95,31 @@ pub struct App {
     pub store: Store,
     /// Claims, or local headers.
     pub caller_mode: CallerMode,
+    source: &'static str,
     model: Arc<OnceLock<Result<Model, ModelErrors>>>,
 }
 
 impl App {
-    /// The handler's state; the compiled-in entity model ([`Model::embedded`]) is loaded by the
-    /// first [`App::model`].
-    pub fn new(store: Store, caller_mode: CallerMode) -> Self {
+    /// The handler's state serving the service's model (the text of its `model.toml`, compiled
+    /// into its binary); the first [`App::model`] parses and checks it.
+    ///
+    /// ```
+    /// # async fn demo(store: cqrs_store::Store) {
+    /// let app = query_handler::App::new(store, cqrs_caller::CallerMode::Jwt, cqrs_model::EXAMPLE_TOML);
+    /// assert!(!app.model_is_loaded());
+    /// # }
+    /// ```
+    pub fn new(store: Store, caller_mode: CallerMode, model: &'static str) -> Self {
         App {
             store,
             caller_mode,
+            source: model,
             model: Arc::new(OnceLock::new()),
         }
     }
 
-    /// The handler's state serving `model` instead of the compiled-in one (tests, tools): already
-    /// loaded, never checked again.
+    /// The handler's state serving `model`, already parsed (tests, tools): already loaded, never
+    /// checked again.
     ///
     /// ```
     /// # async fn demo(store: cqrs_store::Store) {
@@ -122,6 +131,7 @@ impl App {
         App {
             store,
             caller_mode,
+            source: "",
             model: Arc::new(OnceLock::from(Ok(model))),
         }
     }
@@ -131,17 +141,17 @@ impl App {
         self.model.get().is_some()
     }
 
-    /// The compiled-in entity model, parsed and checked the first time it is asked for (and timed
+    /// The service's entity model, parsed and checked the first time it is asked for (and timed
     /// and logged then); every later call returns the same model.
     ///
     /// # Errors
     ///
-    /// When the compiled-in model does not check: each problem names the entity and field.
+    /// When the service's model does not check: each problem names the entity and field.
     pub fn model(&self) -> Result<&Model, &ModelErrors> {
         self.model
             .get_or_init(|| {
                 let started = std::time::Instant::now();
-                let model = Model::embedded();
+                let model = Model::parse(self.source);
                 let load_micros = started.elapsed().as_micros();
                 match &model {
                     Ok(model) => tracing::info!(
@@ -163,7 +173,7 @@ impl App {
     ///
     /// # Errors
     ///
-    /// A 500 when the compiled-in model does not check (nobody knows who may read then).
+    /// A 500 when the service's model does not check (nobody knows who may read then).
     pub fn partition_readers(&self, pk: &str) -> Result<Readers, ApiError> {
         Ok(readers(self.checked_model()?.partition_read_rule(pk)))
     }
@@ -304,6 +314,51 @@ impl ReadSource {
             ReadSource::Command => "command",
         }
     }
+}
+
+/// Runs the query handler as a Lambda function serving the service's model (the text of its
+/// `model.toml`): builds the DynamoDB client and the configuration once per cold start (each phase
+/// timed and logged once, see [`cqrs_store::client::InitClock`]), the model on the first pattern
+/// request ([`App::model`]), then answers every request with [`handle`]. A service's
+/// `query-handler` binary is this call and nothing else:
+///
+/// ```no_run
+/// // The service's src/bin/query-handler.rs, where MODEL is `include_str!("../../model.toml")`.
+/// # const MODEL: &str = cqrs_model::EXAMPLE_TOML;
+/// #[tokio::main]
+/// async fn main() -> Result<(), lambda_http::Error> {
+///     query_handler::run(MODEL).await
+/// }
+/// ```
+///
+/// Configuration: `COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`, `IDEMPOTENCY_TABLE`,
+/// `CALLER_MODE`, the access log's variables ([`access_log::init_from_env`]) and the client's
+/// ([`cqrs_store::client`]).
+///
+/// # Errors
+///
+/// A missing or malformed variable: the function fails its cold start and says why.
+pub async fn run(model: &'static str) -> Result<(), lambda_http::Error> {
+    use cqrs_store::Tables;
+    use cqrs_store::client::{InitClock, client_from_env};
+
+    let mut init = InitClock::start();
+    cqrs_store::logging::init();
+    init.lap("logging");
+    let tables = Tables::from_env()?;
+    let caller_mode = CallerMode::from_env()?;
+    access_log::init_from_env()?;
+    init.lap("config");
+    let client = client_from_env(&mut init)?;
+    let app = App::new(Store::new(client, tables), caller_mode, model);
+    init.log();
+    let app = &app;
+    lambda_http::run(lambda_http::service_fn(
+        move |request: Request| async move {
+            Ok::<_, lambda_http::Error>(handle(app, request).await)
+        },
+    ))
+    .await
 }
 
 /// Answers one HTTP request. Never fails: every refusal is a problem document.

@@ -3,12 +3,12 @@
 
 use std::hint::black_box;
 
-use cqrs_model::{ItemView, MODEL_TOML, Model, ValueRef};
+use cqrs_model::{EXAMPLE_TOML, ItemView, Model, ValueRef};
 use criterion::{Criterion, criterion_main};
 
 fn model_parse(c: &mut Criterion) {
     c.bench_function("model: parse and check model.toml", |b| {
-        b.iter(|| Model::parse(black_box(MODEL_TOML)).map(|m| m.entities().len()))
+        b.iter(|| Model::parse(black_box(EXAMPLE_TOML)).map(|m| m.entities().len()))
     });
 }
 

@@ -1,10 +1,11 @@
 //! The entity model: a team declares its entities, key templates, indexes and access patterns once,
-//! in `model.toml` at the repository root, and every write obeys it.
+//! in its service's `model.toml`, and every write obeys it.
 //!
-//! The file is compiled into every binary ([`MODEL_TOML`]) and parsed and checked by
-//! [`Model::embedded`] (command-handler at start, query-handler on its first access-pattern
-//! request): no file is read at run time, and a model with an error names the entity and
-//! the field ([`ModelErrors`]). Pure: no AWS dependency; above the key crate, below the store and the
+//! The service compiles its file into its functions (`include_str!("../model.toml")`) and hands it
+//! to them; [`Model::parse`] checks it (command-handler at start, query-handler on its first
+//! access-pattern request): no file is read at run time, and a model with an error names the
+//! entity and the field ([`ModelErrors`]). [`Model::example`] is the example service's model, the
+//! fixture of the tests and doc examples. Pure: no AWS dependency; above the key crate, below the store and the
 //! functions.
 //!
 //! - [`Model`]: the checked model (entities, GSIs, access patterns);
@@ -54,8 +55,8 @@ pub use check::{MAX_GSIS, MAX_MULTI_ATTRIBUTES};
 pub use derive::{DeriveError, DerivedKeys, ItemView};
 pub use lint::{Finding, LintReport, MAX_KEY_PARTS, RULES, Severity, lint, lint_source};
 pub use model::{
-    CREATED_AT, DEFAULT_TENANT_MAX, Entity, EntityIndex, ITEM_FIELDS, Index, KeyAttr, KeyType,
-    MODEL_TOML, Model, ModelError, ModelErrors, Pattern, Projection, ReadRule, SortCondition,
+    CREATED_AT, DEFAULT_TENANT_MAX, EXAMPLE_TOML, Entity, EntityIndex, ITEM_FIELDS, Index, KeyAttr,
+    KeyType, Model, ModelError, ModelErrors, Pattern, Projection, ReadRule, SortCondition,
 };
 pub use query::{PatternQuery, PlanError, RANGE_PARAMS, SortKeyCondition, SortOp};
 pub use template::{Bucket, Part, Template};

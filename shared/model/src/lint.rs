@@ -169,7 +169,7 @@ impl fmt::Display for Finding {
 /// What [`lint_source`] finds in a model file: the model check's errors and the lint's findings.
 ///
 /// ```
-/// let report = cqrs_model::lint_source(cqrs_model::MODEL_TOML).unwrap();
+/// let report = cqrs_model::lint_source(cqrs_model::EXAMPLE_TOML).unwrap();
 /// assert!(report.check_errors.is_empty());
 /// assert!(!report.fails());
 /// ```

@@ -457,12 +457,14 @@ pub struct Model {
     pub(crate) revision: String,
 }
 
-/// The model file at the repository root, compiled into every binary that uses this crate.
+/// The example service's model (an online shop: the six key patterns of the mbc-cqrs-serverless key
+/// guide), the fixture of this crate's tests and of the doc examples across the framework. A
+/// service brings its own model: `Model::parse(include_str!("../model.toml"))`, never this one.
 ///
 /// ```
-/// assert!(cqrs_model::MODEL_TOML.contains("[entities."));
+/// assert!(cqrs_model::EXAMPLE_TOML.contains("[entities.order]"));
 /// ```
-pub const MODEL_TOML: &str = include_str!("../../../model.toml");
+pub const EXAMPLE_TOML: &str = include_str!("../example/model.toml");
 
 impl Model {
     /// Parses and checks a model file. Every problem is reported at once, each naming the entity (or
@@ -496,26 +498,15 @@ impl Model {
         Ok((model, errors))
     }
 
-    /// The model at the repository root ([`MODEL_TOML`]), as the functions load it (command-handler at
-    /// start, query-handler on its first access-pattern request).
-    ///
-    /// ```
-    /// let model = cqrs_model::Model::embedded().unwrap();
-    /// assert!(model.entity("order").is_some());
-    /// ```
-    pub fn embedded() -> Result<Model, ModelErrors> {
-        Model::parse(MODEL_TOML)
-    }
-
-    /// The repository's example model; panics when it does not check (tests and examples only:
-    /// the functions use [`Model::embedded`] and report the errors).
+    /// The example service's model ([`EXAMPLE_TOML`]); panics when it does not check (tests and
+    /// examples only: a service parses its own model with [`Model::parse`] and reports the errors).
     ///
     /// ```
     /// assert!(cqrs_model::Model::example().entities().len() > 5);
     /// ```
     #[allow(clippy::expect_used)]
     pub fn example() -> Model {
-        Model::embedded().expect("the repository's model.toml checks")
+        Model::parse(EXAMPLE_TOML).expect("the example model checks")
     }
 
     /// Whether raw `pk`/`sk` commands that match no entity are refused.

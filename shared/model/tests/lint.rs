@@ -30,7 +30,7 @@ fn assert_one(found: &[Finding], rule: &str, entity: &str, field: &str, template
 
 #[test]
 fn the_example_model_passes_and_documents_its_exceptions() {
-    let report = lint_source(cqrs_model::MODEL_TOML).unwrap();
+    let report = lint_source(cqrs_model::EXAMPLE_TOML).unwrap();
     assert!(report.check_errors.is_empty());
     let failing: Vec<_> = report.findings.iter().filter(|f| f.fails()).collect();
     assert!(failing.is_empty(), "{failing:#?}");

@@ -21,7 +21,7 @@ pub enum CreateTablesError {
     #[error(transparent)]
     Template(#[from] TemplateError),
     /// A table the fixtures need is not in `template.yaml`.
-    #[error("{0} missing from {path}", path = template::WORKSPACE_TEMPLATE)]
+    #[error("{0} missing from {path}", path = template::service_template().display())]
     Missing(&'static str),
     /// DynamoDB refused to create a table.
     #[error(transparent)]

@@ -1,5 +1,5 @@
 //! Test support for the CQRS workspace: DynamoDB Local clients and tables
-//! created from the workspace's `template.yaml`.
+//! created from the service's `template.yaml`.
 //!
 //! Integration tests of other crates use it as a dev-dependency:
 //!

@@ -1,6 +1,6 @@
 //! DynamoDB table definitions read from the SAM/CloudFormation template.
 //!
-//! `template.yaml` at the workspace root is the single source of truth for the
+//! The service's `template.yaml` ([`service_template`]) is the single source of truth for the
 //! tables. This module turns each `AWS::DynamoDB::Table` resource into a
 //! [`TableSpec`] (keys, attribute definitions, secondary indexes, stream view
 //! type, TTL attribute) that [`crate::tables::create_table`] can create in
@@ -19,8 +19,28 @@ use std::path::{Path, PathBuf};
 use aws_sdk_dynamodb::types::{KeyType, ProjectionType, ScalarAttributeType, StreamViewType};
 use serde_yaml::{Mapping, Value};
 
-/// Path of the workspace's `template.yaml` (resolved at compile time).
-pub const WORKSPACE_TEMPLATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml");
+/// The service's `template.yaml`: `$CQRS_TEMPLATE` when set, else the nearest `template.yaml` in
+/// the current directory or one of its parents (a test runs in its package's folder, which is the
+/// service's root or below it; the local stack runs in the service's root). `template.yaml` when
+/// there is none, so that reading it names the file that is missing.
+///
+/// ```
+/// let path = cqrs_testkit::template::service_template();
+/// assert!(path.ends_with("template.yaml"));
+/// ```
+pub fn service_template() -> PathBuf {
+    if let Some(path) = std::env::var_os("CQRS_TEMPLATE") {
+        return PathBuf::from(path);
+    }
+    std::env::current_dir()
+        .ok()
+        .and_then(|dir| {
+            dir.ancestors()
+                .map(|d| d.join("template.yaml"))
+                .find(|candidate| candidate.is_file())
+        })
+        .unwrap_or_else(|| PathBuf::from("template.yaml"))
+}
 
 /// Logical id of the command table in `template.yaml`.
 pub const COMMAND_TABLE: &str = "CommandTable";
@@ -267,9 +287,9 @@ pub fn parse_template(yaml: &str) -> Result<Vec<TableSpec>, TemplateError> {
 /// # Examples
 ///
 /// ```
-/// use cqrs_testkit::template::{load_template, WORKSPACE_TEMPLATE};
+/// use cqrs_testkit::template::{load_template, service_template};
 ///
-/// let specs = load_template(WORKSPACE_TEMPLATE).unwrap();
+/// let specs = load_template(service_template()).unwrap();
 /// assert_eq!(specs.len(), 6);
 /// assert!(load_template("/nonexistent/template.yaml").is_err());
 /// ```
@@ -282,7 +302,7 @@ pub fn load_template(path: impl AsRef<Path>) -> Result<Vec<TableSpec>, TemplateE
     parse_template(&text)
 }
 
-/// The tables of the workspace's `template.yaml` ([`WORKSPACE_TEMPLATE`]).
+/// The tables of the service's `template.yaml` ([`service_template`]).
 ///
 /// # Examples
 ///
@@ -292,7 +312,7 @@ pub fn load_template(path: impl AsRef<Path>) -> Result<Vec<TableSpec>, TemplateE
 /// assert_eq!(ids, ["CommandTable", "DataTable", "HistoryTable", "IdempotencyTable", "ParkedTable", "SequencesTable"]);
 /// ```
 pub fn workspace_tables() -> Result<Vec<TableSpec>, TemplateError> {
-    load_template(WORKSPACE_TEMPLATE)
+    load_template(service_template())
 }
 
 fn get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cqrs_testkit::template::WORKSPACE_TEMPLATE;
+use cqrs_testkit::template::service_template;
 use serde_yaml::{Mapping, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -195,8 +195,9 @@ const DYNAMODB_EVENT_PROPERTIES: &[&str] = &[
 // Reading the template.
 
 fn workspace() -> Value {
-    let text = std::fs::read_to_string(WORKSPACE_TEMPLATE)
-        .unwrap_or_else(|e| panic!("cannot read {WORKSPACE_TEMPLATE}: {e}"));
+    let path = service_template();
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_yaml::from_str(&text).expect("template.yaml is YAML")
 }
 
@@ -488,17 +489,23 @@ fn check_functions(t: &Value) -> Problems {
                 at("LoggingConfig.LogGroup")
             )),
         }
-        // The binary exists in the workspace.
-        let manifest = format!(
-            "{}/../../functions/{binary}/Cargo.toml",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let declared = std::fs::read_to_string(&manifest)
-            .map(|text| declares_bin(&text, binary))
-            .unwrap_or(false);
+        // The binary is the service's: `src/bin/<binary>.rs` beside the template, or a `[[bin]]` of
+        // its Cargo.toml.
+        let root = service_template()
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        let source = root.join("src").join("bin").join(format!("{binary}.rs"));
+        let manifest = root.join("Cargo.toml");
+        let declared = source.is_file()
+            || std::fs::read_to_string(&manifest)
+                .map(|text| declares_bin(&text, binary))
+                .unwrap_or(false);
         if !declared {
             problems.push(format!(
-                "{id}: {manifest} declares no [[bin]] named {binary:?}"
+                "{id}: the service has no binary {binary:?} ({} nor a [[bin]] in {})",
+                source.display(),
+                manifest.display()
             ));
         }
     }

@@ -46,7 +46,7 @@ impl Seq {
             )
             .with_sequences(&sequences),
         );
-        let app = command_handler::App::new(store, CallerMode::Jwt).expect("model.toml checks");
+        let app = command_handler::App::new(store, CallerMode::Jwt, cqrs_model::Model::example());
         Seq {
             tables,
             sequences,

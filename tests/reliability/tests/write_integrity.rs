@@ -500,8 +500,8 @@ fn app_on(endpoint: &str) -> command_handler::App {
             cqrs_store::Tables::new("c", "d", "h", "i"),
         ),
         CallerMode::Jwt,
+        cqrs_model::Model::example(),
     )
-    .expect("the repository's model.toml checks")
 }
 
 const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","message":"Transaction cancelled, please refer cancellation reasons for specific reasons [None, TransactionConflict]","CancellationReasons":[{"Code":"None"},{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"}]}"#;

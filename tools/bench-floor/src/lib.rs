@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider::CryptoMode};
 
 /// The Amazon Trust Services roots, the same file our functions compile in.
-const AMAZON_ROOTS: &[u8] = include_bytes!("../../../shared/store/src/amazon-trust-services.pem");
+const AMAZON_ROOTS: &[u8] = include_bytes!("amazon-trust-services.pem");
 
 /// An environment variable, or an error naming it.
 ///

@@ -22,8 +22,14 @@ fn store(t: &TestTables) -> Store {
 
 /// Runs `cqrs <args>` on the tables of `t`; answers the exit code and the parsed JSON output
 /// (`Null` when the output is not JSON).
+///
+/// It runs where a service keeps its `model.toml` (the example's): `rebuild` reads it from there.
 fn cqrs(t: &TestTables, args: &[&str]) -> (i32, serde_json::Value, Output) {
+    let service = std::env::temp_dir().join(format!("cqrs-operate-{}", t.data));
+    std::fs::create_dir_all(&service).expect("a service folder");
+    std::fs::write(service.join("model.toml"), cqrs_model::EXAMPLE_TOML).expect("model.toml");
     let output = Command::new(env!("CARGO_BIN_EXE_cqrs"))
+        .current_dir(&service)
         .args(args)
         .args(["--endpoint-url", &cqrs_testkit::endpoint::endpoint()])
         .env("DATA_TABLE", &t.data)
@@ -154,10 +160,7 @@ async fn a_stopped_rebuild_resumes_from_its_checkpoint_and_backfills_index_keys(
     );
     assert_eq!(second["totals"]["versionsRead"], items * 3);
 
-    let revision = cqrs_model::Model::embedded()
-        .unwrap()
-        .revision()
-        .to_string();
+    let revision = cqrs_model::Model::example().revision().to_string();
     let data = data_items(&t).await;
     assert_eq!(data.len(), items);
     for item in &data {

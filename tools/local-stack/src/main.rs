@@ -157,8 +157,9 @@ async fn parked(table: &str, tenant: &str, item: Option<&str>) -> Result<(), Str
 
 /// The template's stream mapping settings for the mapper.
 fn mapping_config() -> Result<MapperConfig, String> {
-    let text = std::fs::read_to_string(template::WORKSPACE_TEMPLATE)
-        .map_err(|e| format!("reading {}: {e}", template::WORKSPACE_TEMPLATE))?;
+    let path = template::service_template();
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let settings = local_stack::mapping::stream_mapping_settings(&text)?;
     let mut config = MapperConfig {
         batch_size: settings.batch_size,

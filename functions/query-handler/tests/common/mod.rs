@@ -119,15 +119,18 @@ impl Harness {
     pub async fn new() -> Self {
         let tables = cqrs_testkit::fresh_tables().await;
         Harness {
-            app: App::new(store(&tables), CallerMode::Jwt),
+            app: App::new(store(&tables), CallerMode::Jwt, cqrs_model::EXAMPLE_TOML),
             tables,
         }
     }
 
     /// A command handler on the same tables.
     pub fn command_app(&self) -> command_handler::App {
-        command_handler::App::new(store(&self.tables), CallerMode::Jwt)
-            .expect("the repository's model.toml checks")
+        command_handler::App::new(
+            store(&self.tables),
+            CallerMode::Jwt,
+            cqrs_model::Model::example(),
+        )
     }
 
     pub async fn send(&self, request: Request) -> Answer {

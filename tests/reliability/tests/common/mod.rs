@@ -44,9 +44,8 @@ impl Stack {
     /// The functions on existing tables.
     pub fn on(tables: TestTables, mode: CallerMode) -> Self {
         Stack {
-            command: command_handler::App::new(store(&tables), mode)
-                .expect("the repository's model.toml checks"),
-            query: query_handler::App::new(store(&tables), mode),
+            command: command_handler::App::new(store(&tables), mode, cqrs_model::Model::example()),
+            query: query_handler::App::new(store(&tables), mode, cqrs_model::EXAMPLE_TOML),
             tables,
             mode,
         }

@@ -57,10 +57,10 @@ pub struct RebuildArgs {
     /// Ignore an unfinished run's checkpoint and start from the beginning.
     #[arg(long)]
     pub restart: bool,
-    /// The entity model file to compute index keys with (default: the model compiled into this
-    /// binary, the one the functions use).
-    #[arg(long)]
-    pub model: Option<PathBuf>,
+    /// The service's entity model file to compute index keys with (the one its functions compile
+    /// in).
+    #[arg(long, default_value = "model.toml")]
+    pub model: PathBuf,
     /// Read and count what would be written; write nothing (no data-table write, no checkpoint).
     #[arg(long)]
     pub dry_run: bool,
@@ -154,14 +154,10 @@ pub async fn run(args: RebuildArgs) -> ExitCode {
 }
 
 async fn rebuild(args: &RebuildArgs) -> Result<ExitCode, String> {
-    let model = match &args.model {
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-            Model::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?
-        }
-        None => Model::embedded().map_err(|e| format!("the embedded model: {e}"))?,
-    };
+    let file = &args.model;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read the model file {}: {e}", file.display()))?;
+    let model = Model::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     if let Some(entity) = &args.entity
         && model.entity(entity).is_none()
     {
@@ -467,7 +463,7 @@ mod tests {
 
     #[test]
     fn a_product_gets_its_price_index_keys_from_the_current_model() {
-        let model = Model::embedded().unwrap();
+        let model = Model::example();
         let mut item = Item::example();
         item.attributes
             .insert("category".into(), cqrs_item::Value::from("tea"));
