@@ -304,7 +304,9 @@ async fn publish(
 ) -> Result<i64, ApiError> {
     let entity = entity::resolve(&app.model, input, &audit.caller, Mode::Replace, &audit.now)?;
     crate::ttl_policy::apply(app, input, entity).await?;
-    match publish_command(&app.store, input, Mode::Replace, audit, entity, None, heads).await? {
+    // The entity's command hook applies to copies too: no path writes around a service's rule.
+    let rules = app.rules(entity);
+    match publish_command(&app.store, input, Mode::Replace, audit, rules, None, heads).await? {
         Published::Stored(item) => Ok(item.version),
         Published::Replay(_) | Published::KeyTaken => Err(ApiError::Internal(
             "an idempotency key was taken without one being used".into(),

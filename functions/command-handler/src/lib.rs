@@ -26,6 +26,7 @@ pub mod copy;
 pub mod entity;
 pub mod fingerprint;
 pub mod heads;
+pub mod hooks;
 pub mod input;
 pub mod publish;
 pub mod sequence;
@@ -72,6 +73,8 @@ pub struct App {
     pub ttl_policies: std::sync::Arc<ttl_policy::PolicyCache>,
     /// The deployment's heads state as this warm container last read it ([`heads`]).
     pub heads: std::sync::Arc<heads::HeadsCache>,
+    /// The service's command hooks, by entity ([`hooks`]).
+    pub hooks: hooks::Hooks,
 }
 
 impl App {
@@ -91,7 +94,36 @@ impl App {
             model: std::sync::Arc::new(model),
             ttl_policies: Default::default(),
             heads: Default::default(),
+            hooks: hooks::Hooks::new(),
         }
+    }
+
+    /// What a command of `entity` obeys: the model's entity and the service's hook on it.
+    pub fn rules<'a>(&'a self, entity: Option<entity::ModelEntity<'a>>) -> publish::Rules<'a> {
+        publish::Rules {
+            entity,
+            hook: entity.and_then(|e| self.hooks.get(&e.entity.name)),
+        }
+    }
+
+    /// The same handler with the service's command `hooks`.
+    ///
+    /// # Errors
+    ///
+    /// A hook registered for an entity the model does not have ([`hooks::Hooks::check`]).
+    ///
+    /// ```
+    /// # async fn demo(store: cqrs_store::Store) {
+    /// let app = command_handler::App::new(store, cqrs_caller::CallerMode::Jwt, cqrs_model::Model::example())
+    ///     .with_hooks(command_handler::hooks::Hooks::new())
+    ///     .unwrap();
+    /// assert!(app.hooks.is_empty());
+    /// # }
+    /// ```
+    pub fn with_hooks(mut self, hooks: hooks::Hooks) -> Result<Self, String> {
+        hooks.check(&self.model)?;
+        self.hooks = hooks;
+        Ok(self)
     }
 }
 
@@ -117,6 +149,30 @@ impl App {
 /// A missing or malformed variable, or a model that does not check (each problem names the entity
 /// and the field): the function fails its cold start and says why.
 pub async fn run(model: &str) -> Result<(), lambda_http::Error> {
+    run_with_hooks(model, hooks::Hooks::new()).await
+}
+
+/// [`run`] with the service's command hooks ([`hooks`]): its `command-handler` binary when it has
+/// rules of its own.
+///
+/// ```no_run
+/// // The service's src/bin/command-handler.rs, where MODEL is `include_str!("../../model.toml")`.
+/// # const MODEL: &str = cqrs_model::EXAMPLE_TOML;
+/// # struct OrderRules;
+/// # impl command_handler::hooks::CommandHook for OrderRules {
+/// #     fn before_write<'a>(&'a self, _: &'a mut command_handler::hooks::HookCommand<'_>) -> command_handler::hooks::HookFuture<'a> { Box::pin(async { Ok(()) }) }
+/// # }
+/// #[tokio::main]
+/// async fn main() -> Result<(), lambda_http::Error> {
+///     let hooks = command_handler::hooks::Hooks::new().on("order", OrderRules);
+///     command_handler::run_with_hooks(MODEL, hooks).await
+/// }
+/// ```
+///
+/// # Errors
+///
+/// As [`run`], and a hook registered for an entity the model does not have.
+pub async fn run_with_hooks(model: &str, hooks: hooks::Hooks) -> Result<(), lambda_http::Error> {
     use cqrs_store::Tables;
     use cqrs_store::client::{InitClock, client_from_env};
 
@@ -137,7 +193,7 @@ pub async fn run(model: &str) -> Result<(), lambda_http::Error> {
         revision = model.revision(),
         "entity model loaded"
     );
-    let app = App::new(Store::new(client, tables), caller_mode, model);
+    let app = App::new(Store::new(client, tables), caller_mode, model).with_hooks(hooks)?;
     init.log();
     let app = &app;
     lambda_http::run(lambda_http::service_fn(
@@ -254,7 +310,17 @@ async fn handle_command(
     };
     let Some(key) = idempotency_key else {
         draw_into(app, &mut input, &audit).await?;
-        return match publish_command(&app.store, &input, mode, &audit, entity, None, heads).await? {
+        return match publish_command(
+            &app.store,
+            &input,
+            mode,
+            &audit,
+            app.rules(entity),
+            None,
+            heads,
+        )
+        .await?
+        {
             Published::Stored(item) => Ok(stored(request_id, &item)),
             Published::Replay(_) | Published::KeyTaken => Err(ApiError::Internal(
                 "an idempotency key was taken without one being used".into(),
@@ -284,7 +350,7 @@ async fn handle_command(
         &input,
         mode,
         &audit,
-        entity,
+        app.rules(entity),
         Some(&record),
         heads,
     )

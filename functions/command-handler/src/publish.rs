@@ -31,7 +31,9 @@ use cqrs_problem::ApiError;
 use cqrs_store::{IdempotencyRecord, Store, StoreError};
 
 use crate::entity::{ModelEntity, apply};
+use crate::hooks::{CommandHook, HookCommand};
 use crate::input::CommandInput;
+use cqrs_store::guard::Guard;
 
 /// How many times a `version: -1` write re-reads the latest version after losing a race.
 pub const LATEST_RETRIES: usize = 5;
@@ -120,6 +122,25 @@ pub async fn read_latest(
     })
 }
 
+/// What a command of an entity obeys besides the version rules: the model's entity (`None`: a
+/// command by key that matches no entity) and the service's hook on it.
+#[derive(Clone, Copy, Default)]
+pub struct Rules<'a> {
+    /// The entity of the model, when the command is one of its items.
+    pub entity: Option<ModelEntity<'a>>,
+    /// The service's command hook on that entity ([`crate::hooks`]).
+    pub hook: Option<&'a dyn CommandHook>,
+}
+
+impl std::fmt::Debug for Rules<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rules")
+            .field("entity", &self.entity.map(|e| e.entity.name.as_str()))
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
+}
+
 /// Writes the command as a new version; returns the stored item.
 ///
 /// The version rules are checked by the transaction's condition on the item's head record (never
@@ -130,10 +151,11 @@ pub async fn publish_command(
     input: &CommandInput,
     mode: Mode,
     audit: &Audit,
-    entity: Option<ModelEntity<'_>>,
+    rules: Rules<'_>,
     idempotency: Option<&IdempotencyRecord>,
     heads: HeadKnowledge,
 ) -> Result<Published, ApiError> {
+    let Rules { entity, hook } = rules;
     let latest_wanted = input.version == VERSION_LATEST;
     let attempts = if latest_wanted { LATEST_RETRIES } else { 1 };
     // A key holding a ULID made for this command names an item with no stored version.
@@ -155,7 +177,14 @@ pub async fn publish_command(
             tokio::time::sleep(backoff(attempt)).await;
         }
         let (previous, base) = Box::pin(plan(store, input, mode, heads)).await?;
-        let item = build_item(input, mode, previous, base.as_ref(), audit, entity)?;
+        let mut item = build_item(input, mode, previous, base.as_ref(), audit, entity)?;
+        let guards = match hook {
+            Some(hook) => {
+                run_hook(hook, store, &audit.caller, entity, &mut item, base.as_ref()).await?
+            }
+            None => Vec::new(),
+        };
+        let (guards, refusals): (Vec<Guard>, Vec<ApiError>) = guards.into_iter().unzip();
         let record = idempotency.map(|r| IdempotencyRecord {
             item_pk: item.pk.clone(),
             item_sk: item.sk.clone(),
@@ -163,8 +192,16 @@ pub async fn publish_command(
             version: item.version,
             ..r.clone()
         });
-        match store.write_version(&item, previous, record.as_ref()).await {
+        match store
+            .write_version_guarded(&item, previous, record.as_ref(), &guards)
+            .await
+        {
             Ok(()) => return Ok(Published::Stored(Box::new(item))),
+            Err(StoreError::GuardFailed { index }) => {
+                return Err(refusals.get(index).cloned().unwrap_or_else(|| {
+                    ApiError::Internal(format!("guard {index} failed, and no hook added it"))
+                }));
+            }
             Err(StoreError::IdempotencyReplay(first)) => return Ok(Published::Replay(first)),
             Err(StoreError::IdempotencyKeyTaken(_)) => return Ok(Published::KeyTaken),
             // Another writer moved the head: try again on the version the failed condition
@@ -477,10 +514,16 @@ fn build_item(
         model_revision: None,
         index_keys: Default::default(),
     };
-    // The model checks the whole item of this version and computes its index keys (counted in
-    // the size below).
+    finish_item(entity, &mut item)?;
+    Ok(item)
+}
+
+/// The model's checks of the whole item of this version and its index keys (counted in the size
+/// checked next), then the limits of DynamoDB: after the command's fields are merged, and again
+/// after a command hook adjusted attributes.
+fn finish_item(entity: Option<ModelEntity<'_>>, item: &mut Item) -> Result<(), ApiError> {
     if let Some(entity) = entity {
-        apply(entity, &mut item)?;
+        apply(entity, item)?;
     }
     let size = item
         .stored_size()
@@ -495,5 +538,35 @@ fn build_item(
         .to_attributes()
         .map_err(|e| ApiError::bad_field("attributes", e))?;
     check_limits(&attributes).map_err(|e| ApiError::bad_field("attributes", e))?;
-    Ok(item)
+    Ok(())
+}
+
+/// Runs the entity's command hook on the new version `item` (built on `base`), then the model's
+/// checks and index keys again; answers the guards the hook added, each with its refusal. The
+/// hook may change attributes only: one whose change moves the item's keys is a fault of the hook.
+async fn run_hook(
+    hook: &dyn CommandHook,
+    store: &Store,
+    caller: &Caller,
+    entity: Option<ModelEntity<'_>>,
+    item: &mut Item,
+    base: Option<&Item>,
+) -> Result<Vec<(Guard, ApiError)>, ApiError> {
+    let before = (item.pk.clone(), item.sk.clone());
+    let mut command = HookCommand::new(caller, store, item, base);
+    hook.before_write(&mut command).await?;
+    let guards = command.into_guards();
+    finish_item(entity, item).map_err(|e| match e {
+        ApiError::BadRequest { detail, .. } => ApiError::Internal(format!(
+            "the command hook left an item the model refuses: {detail}"
+        )),
+        other => other,
+    })?;
+    if (&item.pk, &item.sk) != (&before.0, &before.1) {
+        return Err(ApiError::Internal(format!(
+            "the command hook changed the item's keys ({} / {} became {} / {}): a hook may not",
+            before.0, before.1, item.pk, item.sk
+        )));
+    }
+    Ok(guards)
 }

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use command_handler::App;
@@ -143,13 +142,7 @@ async fn width_harness() -> Harness {
             &h.tables.idempotency,
         ),
     );
-    h.app = App {
-        store,
-        caller_mode: CallerMode::Jwt,
-        model: Arc::new(model),
-        ttl_policies: Default::default(),
-        heads: Default::default(),
-    };
+    h.app = App::new(store, CallerMode::Jwt, model);
     h
 }
 

@@ -95,6 +95,33 @@ pub fn legacy_head_key(id: &str) -> String {
 /// ```
 pub const HEADS_STATE_KEY: &str = "HEADS#STATE";
 
+/// Prefix of a counter's key (`COUNTER#tenant#name`), kept in the idempotency table beside the
+/// heads: a counter a command hook keeps in the command's own transaction (a rule across items,
+/// such as "at most 3 loans out per member"). Neither a head key (`HEAD#`), the heads record
+/// (`HEADS#`) nor an idempotency key (a hex digest) can start so.
+///
+/// ```
+/// assert_eq!(cqrs_keys::COUNTER_KEY_PREFIX, "COUNTER");
+/// ```
+pub const COUNTER_KEY_PREFIX: &str = "COUNTER";
+
+/// The key of a tenant's counter `name`: `COUNTER#`, the tenant, `#`, the name. The tenant comes
+/// first, so that no tenant's counter can be named from another's.
+///
+/// ```
+/// assert_eq!(cqrs_keys::counter_key("t1", "loans#m1"), "COUNTER#t1#loans#m1");
+/// assert_ne!(cqrs_keys::counter_key("t1", "a"), cqrs_keys::counter_key("t2", "a"));
+/// ```
+pub fn counter_key(tenant: &str, name: &str) -> String {
+    let mut key = String::with_capacity(COUNTER_KEY_PREFIX.len() + 2 + tenant.len() + name.len());
+    key.push_str(COUNTER_KEY_PREFIX);
+    key.push(KEY_SEPARATOR);
+    key.push_str(tenant);
+    key.push(KEY_SEPARATOR);
+    key.push_str(name);
+    key
+}
+
 /// The item id: `pk#sk` with any version removed from `sk`.
 ///
 /// ```

@@ -76,9 +76,9 @@ pub use constants::{
 pub use entity::{entity_key, parse_entity_key};
 pub use error::KeyError;
 pub use helpers::{
-    HEAD_KEY_PREFIX, HEADS_STATE_KEY, MASTER_PK_PREFIX, SEQ_PK_PREFIX, TTL_SK_PREFIX, generate_id,
-    head_key, legacy_head_key, master_pk, seq_pk, sort_key_base_from_id, split_id, tenant_code,
-    ttl_sk,
+    COUNTER_KEY_PREFIX, HEAD_KEY_PREFIX, HEADS_STATE_KEY, MASTER_PK_PREFIX, SEQ_PK_PREFIX,
+    TTL_SK_PREFIX, counter_key, generate_id, head_key, legacy_head_key, master_pk, seq_pk,
+    sort_key_base_from_id, split_id, tenant_code, ttl_sk,
 };
 pub use multi_attribute::{
     AttributeKind, KeyAttribute, multi_attribute_key, parse_multi_attribute_key,

@@ -116,9 +116,53 @@ pub enum ApiError {
     /// 500: a fault of ours. The detail is logged, never shown to the caller.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A 4xx of the service's choosing: one of its rules (a command hook) refused the request, and
+    /// nothing was written. Made by [`ApiError::refused`], which keeps the status a 4xx.
+    #[error("{detail}")]
+    Refused {
+        /// The HTTP status, 400 to 499.
+        status: u16,
+        /// The problem `type` URI.
+        problem_type: String,
+        /// The problem `title`.
+        title: String,
+        /// What the caller is told.
+        detail: String,
+    },
 }
 
 impl ApiError {
+    /// A refusal of the service's own (a command hook's): `status` must be a 4xx (anything else
+    /// becomes a 500: a rule that refuses a request says what the caller did, never that we
+    /// failed), `problem_type` a URI the service documents, `title` short and stable.
+    ///
+    /// ```
+    /// let e = cqrs_problem::ApiError::refused(409, "urn:library:loan-limit", "Loan limit", "m1 holds 3 loans");
+    /// assert_eq!(e.status(), 409);
+    /// let p = e.problem("r-1");
+    /// assert_eq!((p.problem_type.as_str(), p.title.as_str()), ("urn:library:loan-limit", "Loan limit"));
+    /// assert_eq!(cqrs_problem::ApiError::refused(200, "x", "y", "z").status(), 500);
+    /// ```
+    pub fn refused(
+        status: u16,
+        problem_type: impl Into<String>,
+        title: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        let detail = detail.into();
+        if !(400..500).contains(&status) {
+            return ApiError::Internal(format!(
+                "a service rule refused with status {status}, which is not a 4xx: {detail}"
+            ));
+        }
+        ApiError::Refused {
+            status,
+            problem_type: problem_type.into(),
+            title: title.into(),
+            detail,
+        }
+    }
+
     /// A 400 about one field of the request.
     ///
     /// ```
@@ -164,6 +208,7 @@ impl ApiError {
             ApiError::IdempotencyKeyReused(_) => 422,
             ApiError::Internal(_) => 500,
             ApiError::Unavailable(_) => 503,
+            ApiError::Refused { status, .. } => *status,
         }
     }
 
@@ -204,6 +249,7 @@ impl ApiError {
             ),
             ApiError::Unavailable(_) => ("urn:cqrs:problem:store-unavailable", "Store unavailable"),
             ApiError::Internal(_) => ("urn:cqrs:problem:internal", "Internal error"),
+            ApiError::Refused { .. } => ("urn:cqrs:problem:refused", "Refused"),
         }
     }
 
@@ -229,7 +275,14 @@ impl ApiError {
     /// assert_eq!(p.request_id, "r-9");
     /// ```
     pub fn problem(&self, request_id: &str) -> Problem {
-        let (problem_type, title) = self.kind();
+        let (problem_type, title) = match self {
+            ApiError::Refused {
+                problem_type,
+                title,
+                ..
+            } => (problem_type.as_str(), title.as_str()),
+            other => other.kind(),
+        };
         let detail = match self {
             ApiError::Internal(_) => format!(
                 "the request failed on our side; quote request id {request_id} when reporting it"

@@ -43,8 +43,8 @@ use cqrs_item::Item;
 use cqrs_keys::{HEADS_STATE_KEY, generate_id, head_key, legacy_head_key};
 
 use crate::{
-    IdempotencyRecord, Store, StoreError, command::idempotency_put, query::HISTORY_VERSION_INDEX,
-    sdk_error,
+    IdempotencyRecord, Store, StoreError, command::idempotency_put, guard::Guard,
+    query::HISTORY_VERSION_INDEX, sdk_error,
 };
 
 /// The attribute of a head record that holds the latest version.
@@ -177,6 +177,34 @@ impl Store {
     /// ```
     pub async fn get_legacy_head(&self, id: &str) -> Result<Option<i64>, StoreError> {
         self.head_at(legacy_head_key(id)).await
+    }
+
+    /// The value of the tenant's counter `name` (0 when it was never written), read strongly
+    /// consistent: what [`Guard::Counter`] guards.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let loans = store.counter("t1", "loans#m1").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn counter(&self, tenant: &str, name: &str) -> Result<i64, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.tables.idempotency)
+            .key(
+                "pk",
+                AttributeValue::S(cqrs_keys::counter_key(tenant, name)),
+            )
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem (counter)", e))?;
+        Ok(output
+            .item
+            .as_ref()
+            .and_then(|item| number(item, crate::guard::COUNTER_VALUE))
+            .unwrap_or(0))
     }
 
     async fn head_at(&self, key: String) -> Result<Option<i64>, StoreError> {
@@ -541,6 +569,38 @@ impl Store {
         previous: Option<i64>,
         idempotency: Option<&IdempotencyRecord>,
     ) -> Result<(), StoreError> {
+        self.write_version_guarded(item, previous, idempotency, &[])
+            .await
+    }
+
+    /// [`Store::write_version`] with `guards` in the same transaction, after the version, its
+    /// head and its record: the version is written only if every guard holds too. A guard that
+    /// does not hold is [`StoreError::GuardFailed`] with its position in `guards` (after the
+    /// idempotency record's and the head's failures, which say more); nothing is written then. A
+    /// guard that can never hold ([`Guard::never_holds`]) fails before any request. A counter
+    /// guard's condition is evaluated on the counter as the transaction finds it, so two commands
+    /// that race for the last unit of a counter cannot both be written.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store, item: cqrs_item::Item) -> Result<(), cqrs_store::StoreError> {
+    /// use cqrs_store::guard::Guard;
+    /// let at_most_3 = Guard::counter("t1", "loans#m1", 1, 3).map_err(cqrs_store::StoreError::Dynamo)?;
+    /// match store.write_version_guarded(&item, None, None, &[at_most_3]).await {
+    ///     Err(cqrs_store::StoreError::GuardFailed { index: 0 }) => println!("m1 holds 3 loans"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_version_guarded(
+        &self,
+        item: &Item,
+        previous: Option<i64>,
+        idempotency: Option<&IdempotencyRecord>,
+        guards: &[Guard],
+    ) -> Result<(), StoreError> {
+        if let Some(index) = guards.iter().position(Guard::never_holds) {
+            return Err(StoreError::GuardFailed { index });
+        }
         let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Dynamo(e.to_string());
         let put_row = Put::builder()
             .table_name(&self.tables.command)
@@ -572,6 +632,16 @@ impl Store {
             put.return_values_on_condition_check_failure =
                 Some(ReturnValuesOnConditionCheckFailure::AllOld);
             transaction = transaction.transact_items(TransactWriteItem::builder().put(put).build());
+        }
+        // Where the guards start in the transaction.
+        let first_guard = if idempotency.is_some() {
+            RECORD + 1
+        } else {
+            RECORD
+        };
+        for guard in guards {
+            transaction =
+                transaction.transact_items(guard.to_transact_item(&self.tables.idempotency)?);
         }
         let Err(error) = transaction.send().await else {
             return Ok(());
@@ -610,6 +680,11 @@ impl Store {
                 pk: item.pk.clone(),
                 sk: item.sk.clone(),
             });
+        }
+        if let Some(index) =
+            (0..guards.len()).find(|i| code(first_guard + i) == Some("ConditionalCheckFailed"))
+        {
+            return Err(StoreError::GuardFailed { index });
         }
         let codes: Vec<&str> = reasons
             .iter()

@@ -39,6 +39,7 @@ pub mod change_log;
 pub mod client;
 pub mod command;
 pub mod entries;
+pub mod guard;
 pub mod head;
 pub mod logging;
 pub mod parked;
@@ -253,6 +254,13 @@ pub enum StoreError {
         pk: String,
         /// The sort key (with version) written.
         sk: String,
+    },
+    /// A guard of the write ([`guard::Guard`], at `index` in the guards given) did not hold: nothing
+    /// was written. The command hook that added it says what the caller is told.
+    #[error("guard {index} of the write did not hold")]
+    GuardFailed {
+        /// The guard's position in the guards given to the write.
+        index: usize,
     },
     /// DynamoDB throttled the request after the SDK's retries. Retry later.
     #[error("DynamoDB throttled the request: {0}")]

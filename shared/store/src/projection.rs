@@ -423,6 +423,7 @@ fn same_kind(error: &StoreError) -> StoreError {
             pk: pk.clone(),
             sk: sk.clone(),
         },
+        StoreError::GuardFailed { index } => StoreError::GuardFailed { index: *index },
         StoreError::Throttled(m) => StoreError::Throttled(m.clone()),
         StoreError::Conversion(e) => StoreError::Conversion(cqrs_item::ConversionError::Invalid {
             field: "item".into(),
