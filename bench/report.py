@@ -536,7 +536,7 @@ def _projection_section(r: dict) -> str:
     p = r["projection"]
     parts = [
         "## 3. Data-sync throughput against DynamoDB Local",
-        "`cargo bench -p data-sync --bench projection` (`functions/data-sync/benches/projection.rs`), run "
+        "`cargo bench -p cqrs-data-sync --bench projection` (`functions/data-sync/benches/projection.rs`), run "
         f"{p['repeats']} times per workload, workloads interleaved. Each run writes the items through the command "
         "table, reads its real stream into one Lambda event (interleaved as concurrent writers produce it), warms the "
         "server up, then on fresh tables measures: raw `PutItem` of the same items one at a time, raw `PutItem` with "
@@ -595,7 +595,7 @@ def _sequences_section(r: dict) -> str:
     q = r["sequences"]
     return "\n\n".join([
         "## Sequence draws against DynamoDB Local",
-        "`cargo bench -p command-handler --bench sequences` (`functions/command-handler/benches/sequences.rs`): "
+        "`cargo bench -p cqrs-command-handler --bench sequences` (`functions/command-handler/benches/sequences.rs`): "
         f"{q['draws']:,} draws of one counter, {q['in_flight']} in flight (the worst case of a sequence: DynamoDB applies "
         "the updates of one item one after the other), each on a fresh counter after a warm-up: raw `UpdateItem` "
         "(`SET seq = if_not_exists(seq, 0) + 1`, nothing else) beside `POST /sequences/{typeCode}/next` through the "
@@ -993,7 +993,7 @@ def _patterns_section(r: dict) -> str:
             ratios.append(f"pages of {limit}: a fan-out page's p50 is {fan['p50_ms'] / one['p50_ms']:.1f}x a single-partition page's")
     return "\n\n".join([
         "## 6. Access patterns: a 10-shard fan-out beside one partition",
-        f"`cargo bench -p query-handler --bench patterns` (`functions/query-handler/benches/patterns.rs`): {p['items']:,} "
+        f"`cargo bench -p cqrs-query-handler --bench patterns` (`functions/query-handler/benches/patterns.rs`): {p['items']:,} "
         "orders of one user, all `PENDING`, written into a fresh data table with their index keys. `orders_by_status` "
         "spreads them uniformly over 10 write shards (gsi2, keys only); `orders_of_user` holds them in one partition "
         "(gsi1). Both are read to the end, pages interleaved, through the query handler's reader: a query per shard "

@@ -33,13 +33,13 @@
 4. ``memory``: release data-sync on 100- and 1 000-record stream batches through the stand-in
    against fresh tables: peak RSS and the invocation's wall time; then Lambda's largest batch,
    10 000 records of about 500 bytes (inside the 6 MB invocation payload).
-5. ``projection``: ``cargo bench -p data-sync --bench projection`` at 100 and 1 000 records of
+5. ``projection``: ``cargo bench -p cqrs-data-sync --bench projection`` at 100 and 1 000 records of
    4 versions per item, and 1 000 records of one version per item (projection rate beside raw
    PutItem rates of the same server, same run), repeated; then ``cargo bench -p cqrs-cli --bench
    rebuild`` (``cqrs rebuild`` items/s beside raw PutItem), repeated.
-6. ``patterns``: ``cargo bench -p query-handler --bench patterns``: a 10-shard fan-out beside one
+6. ``patterns``: ``cargo bench -p cqrs-query-handler --bench patterns``: a 10-shard fan-out beside one
    partition.
-7. ``sequences``: ``cargo bench -p command-handler --bench sequences``: draws of one sequence through the
+7. ``sequences``: ``cargo bench -p cqrs-command-handler --bench sequences``: draws of one sequence through the
    command handler beside raw ``UpdateItem`` s of one counter, 16 in flight, same server, same run.
 8. ``sizes``: arm64 bootstraps (``target/lambda/*/bootstrap``, cargo lambda) of our functions, the
    floors and the echo, against the 8 MiB goal; x86_64 release binaries; the Node package with its

@@ -149,8 +149,8 @@ timed "local-stack (cargo build -p local-stack --bin local-stack)" \
 if wants keys || wants projection || wants patterns; then
     step "the Rust benches (bench profile)"
     timed "benches (cargo bench --no-run)" \
-        cargo bench -p bench-floor --bench keys_vs_node -p data-sync --bench projection \
-            -p query-handler --bench patterns --no-run
+        cargo bench -p bench-floor --bench keys_vs_node -p cqrs-data-sync --bench projection \
+            -p cqrs-query-handler --bench patterns --no-run
 fi
 
 step "DynamoDB Local (start)"

@@ -4,7 +4,7 @@
 //! Input: the first byte chooses POST or PATCH, the rest is the body.
 #![no_main]
 
-use command_handler::input::parse_command;
+use cqrs_command_handler::input::parse_command;
 use cqrs_keys::{validate_partition_key, validate_sort_key};
 use libfuzzer_sys::fuzz_target;
 

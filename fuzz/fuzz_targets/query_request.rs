@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use cqrs_store::query::{Order, PageKey, PartitionQuery, SortKeyRange, VersionKey, VersionQuery};
 use lambda_http::aws_lambda_events::query_map::QueryMap;
 use libfuzzer_sys::fuzz_target;
-use query_handler::{cursor, params, pattern, route};
+use cqrs_query_handler::{cursor, params, pattern, route};
 
 /// The example entity model, parsed once.
 fn model() -> &'static cqrs_model::Model {

@@ -3,5 +3,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    command_handler::run(include_str!("../../model.toml")).await
+    cqrs_command_handler::run(include_str!("../../model.toml")).await
 }

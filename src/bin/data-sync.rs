@@ -4,5 +4,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    data_sync::run(|_store, sync| sync).await
+    cqrs_data_sync::run(|_store, sync| sync).await
 }

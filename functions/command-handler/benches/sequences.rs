@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! source scripts/dynamodb-local.sh && ddb_local_install && ddb_local_start && trap ddb_local_stop EXIT
-//! cargo bench -p command-handler --bench sequences
+//! cargo bench -p cqrs-command-handler --bench sequences
 //! ```
 //!
 //! Each on its own fresh counter, [`IN_FLIGHT`] requests at a time (all on one item, the worst case
@@ -77,7 +77,7 @@ async fn raw_updates(client: &aws_sdk_dynamodb::Client, table: &str, draws: usiz
     elapsed
 }
 
-async fn draws(app: &command_handler::App, draws: usize) -> Duration {
+async fn draws(app: &cqrs_command_handler::App, draws: usize) -> Duration {
     let started = Instant::now();
     let numbers: BTreeSet<i64> = futures::stream::iter(0..draws)
         .map(|_| {
@@ -86,7 +86,7 @@ async fn draws(app: &command_handler::App, draws: usize) -> Duration {
                 .body(br#"{"rotateBy":"fiscal_yearly","params":{"code1":"A"}}"#)
                 .claims("u1", "t1", "admin")
                 .request();
-            command_handler::handle(app, request)
+            cqrs_command_handler::handle(app, request)
         })
         .buffer_unordered(IN_FLIGHT)
         .map(|response| {
@@ -162,7 +162,7 @@ async fn main() {
         )
         .with_sequences(&sequences),
     );
-    let app = command_handler::App::new(store, CallerMode::Jwt, cqrs_model::Model::example());
+    let app = cqrs_command_handler::App::new(store, CallerMode::Jwt, cqrs_model::Model::example());
 
     // Warm-up on other counters of other tables.
     let warm = cqrs_testkit::fresh_tables().await;

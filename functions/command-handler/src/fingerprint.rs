@@ -19,7 +19,7 @@ pub const VERSION_PREFIX: &str = "v2:";
 /// number DynamoDB cannot store, is digested as it is).
 ///
 /// ```
-/// use command_handler::fingerprint::of;
+/// use cqrs_command_handler::fingerprint::of;
 /// use lambda_http::http::Method;
 ///
 /// let a = of(&Method::POST, r#"{"a":1,"b":2.50}"#);
@@ -42,7 +42,7 @@ pub fn of(method: &Method, body: &str) -> String {
 /// Whether a stored fingerprint is the one of `method` with `body`, whichever version wrote it.
 ///
 /// ```
-/// use command_handler::fingerprint::{matches, of};
+/// use cqrs_command_handler::fingerprint::{matches, of};
 /// use lambda_http::http::Method;
 ///
 /// let body = r#"{"pk":"P#t1","sk":"a","version":0}"#;

@@ -21,7 +21,7 @@
 //! (`version: -1`) runs the hook once per attempt.
 //!
 //! ```
-//! use command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
+//! use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
 //! use cqrs_problem::ApiError;
 //!
 //! /// A member on the basic tier holds at most 3 loans out.
@@ -70,7 +70,7 @@ pub trait CommandHook: Send + Sync + 'static {
 /// The service's hooks, by entity name.
 ///
 /// ```
-/// let hooks = command_handler::hooks::Hooks::new();
+/// let hooks = cqrs_command_handler::hooks::Hooks::new();
 /// assert!(hooks.get("order").is_none());
 /// assert!(hooks.is_empty());
 /// ```
@@ -114,7 +114,7 @@ impl Hooks {
     /// not (a typo would leave a rule silently unapplied).
     ///
     /// ```
-    /// # use command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
+    /// # use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
     /// # struct Nothing;
     /// # impl CommandHook for Nothing {
     /// #     fn before_write<'a>(&'a self, _: &'a mut HookCommand<'_>) -> HookFuture<'a> { Box::pin(async { Ok(()) }) }
@@ -169,7 +169,7 @@ impl<'a> HookCommand<'a> {
     /// # async fn demo(store: cqrs_store::Store) {
     /// let caller = cqrs_caller::Caller::new("u1", "t1", vec![]);
     /// let mut item = cqrs_item::Item::example();
-    /// let command = command_handler::hooks::HookCommand::new(&caller, &store, &mut item, None);
+    /// let command = cqrs_command_handler::hooks::HookCommand::new(&caller, &store, &mut item, None);
     /// assert!(command.is_create());
     /// # }
     /// ```

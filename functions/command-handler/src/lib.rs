@@ -83,7 +83,7 @@ impl App {
     /// ```
     /// # async fn demo(store: cqrs_store::Store) {
     /// let model = cqrs_model::Model::example();
-    /// let app = command_handler::App::new(store, cqrs_caller::CallerMode::Jwt, model);
+    /// let app = cqrs_command_handler::App::new(store, cqrs_caller::CallerMode::Jwt, model);
     /// assert!(app.model.entity("order").is_some());
     /// # }
     /// ```
@@ -114,8 +114,8 @@ impl App {
     ///
     /// ```
     /// # async fn demo(store: cqrs_store::Store) {
-    /// let app = command_handler::App::new(store, cqrs_caller::CallerMode::Jwt, cqrs_model::Model::example())
-    ///     .with_hooks(command_handler::hooks::Hooks::new())
+    /// let app = cqrs_command_handler::App::new(store, cqrs_caller::CallerMode::Jwt, cqrs_model::Model::example())
+    ///     .with_hooks(cqrs_command_handler::hooks::Hooks::new())
     ///     .unwrap();
     /// assert!(app.hooks.is_empty());
     /// # }
@@ -137,7 +137,7 @@ impl App {
 /// # const MODEL: &str = cqrs_model::EXAMPLE_TOML;
 /// #[tokio::main]
 /// async fn main() -> Result<(), lambda_http::Error> {
-///     command_handler::run(MODEL).await
+///     cqrs_command_handler::run(MODEL).await
 /// }
 /// ```
 ///
@@ -159,13 +159,13 @@ pub async fn run(model: &str) -> Result<(), lambda_http::Error> {
 /// // The service's src/bin/command-handler.rs, where MODEL is `include_str!("../../model.toml")`.
 /// # const MODEL: &str = cqrs_model::EXAMPLE_TOML;
 /// # struct OrderRules;
-/// # impl command_handler::hooks::CommandHook for OrderRules {
-/// #     fn before_write<'a>(&'a self, _: &'a mut command_handler::hooks::HookCommand<'_>) -> command_handler::hooks::HookFuture<'a> { Box::pin(async { Ok(()) }) }
+/// # impl cqrs_command_handler::hooks::CommandHook for OrderRules {
+/// #     fn before_write<'a>(&'a self, _: &'a mut cqrs_command_handler::hooks::HookCommand<'_>) -> cqrs_command_handler::hooks::HookFuture<'a> { Box::pin(async { Ok(()) }) }
 /// # }
 /// #[tokio::main]
 /// async fn main() -> Result<(), lambda_http::Error> {
-///     let hooks = command_handler::hooks::Hooks::new().on("order", OrderRules);
-///     command_handler::run_with_hooks(MODEL, hooks).await
+///     let hooks = cqrs_command_handler::hooks::Hooks::new().on("order", OrderRules);
+///     cqrs_command_handler::run_with_hooks(MODEL, hooks).await
 /// }
 /// ```
 ///

@@ -42,28 +42,28 @@ use serde::{Deserialize, Serialize};
 /// The format used when neither the tenant nor `common` has master data for a sequence (mbc's).
 ///
 /// ```
-/// assert_eq!(command_handler::sequence::DEFAULT_FORMAT, "%%no%%");
+/// assert_eq!(cqrs_command_handler::sequence::DEFAULT_FORMAT, "%%no%%");
 /// ```
 pub const DEFAULT_FORMAT: &str = "%%no%%";
 
 /// The fiscal year's first month when the master data names none (April, as in mbc).
 ///
 /// ```
-/// assert_eq!(command_handler::sequence::DEFAULT_START_MONTH, 4);
+/// assert_eq!(cqrs_command_handler::sequence::DEFAULT_START_MONTH, 4);
 /// ```
 pub const DEFAULT_START_MONTH: u32 = 4;
 
 /// The year fiscal years are counted from without a register date (mbc's: 1953 is fiscal year 1).
 ///
 /// ```
-/// assert_eq!(command_handler::sequence::FISCAL_REFERENCE_YEAR, 1953);
+/// assert_eq!(cqrs_command_handler::sequence::FISCAL_REFERENCE_YEAR, 1953);
 /// ```
 pub const FISCAL_REFERENCE_YEAR: i32 = 1953;
 
 /// The setting category and code of the sequences' time zone.
 ///
 /// ```
-/// assert_eq!(command_handler::sequence::TIME_ZONE_SETTING, ("sequence", "timeZone"));
+/// assert_eq!(cqrs_command_handler::sequence::TIME_ZONE_SETTING, ("sequence", "timeZone"));
 /// ```
 pub const TIME_ZONE_SETTING: (&str, &str) = ("sequence", "timeZone");
 
@@ -91,7 +91,7 @@ impl RotateBy {
     /// The name as in requests and in the counter row's `name`.
     ///
     /// ```
-    /// use command_handler::sequence::RotateBy;
+    /// use cqrs_command_handler::sequence::RotateBy;
     /// assert_eq!(RotateBy::FiscalYearly.as_str(), "fiscal_yearly");
     /// ```
     pub fn as_str(self) -> &'static str {
@@ -255,7 +255,7 @@ const WORDS: [&str; 10] = [
 /// literal. An unpaired `%%`, an unknown word or a bad padding is an error.
 ///
 /// ```
-/// use command_handler::sequence::{Piece, parse_format};
+/// use cqrs_command_handler::sequence::{Piece, parse_format};
 ///
 /// let pieces = parse_format("INV-%%year%%-%%no#:0>6%%").unwrap();
 /// assert_eq!(pieces[0], Piece::Literal("INV-".into()));
@@ -325,7 +325,7 @@ pub struct FormatValues<'a> {
 ///
 /// ```
 /// use chrono::NaiveDate;
-/// use command_handler::sequence::{FormatValues, parse_format, render};
+/// use cqrs_command_handler::sequence::{FormatValues, parse_format, render};
 ///
 /// let pieces = parse_format("%%code1%%-%%fiscal_year%%-%%month#:0>2%%-%%no#:0>4%%").unwrap();
 /// let values = FormatValues {
@@ -384,7 +384,7 @@ fn word_value(name: &str, values: &FormatValues<'_>) -> Result<String, String> {
 ///
 /// ```
 /// use chrono::NaiveDate;
-/// use command_handler::sequence::fiscal_year;
+/// use cqrs_command_handler::sequence::fiscal_year;
 ///
 /// let day = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).unwrap();
 /// assert_eq!(fiscal_year(day(2026, 3, 31), 4, None), (2025, 73));
@@ -410,7 +410,7 @@ pub fn fiscal_year(date: NaiveDate, start_month: u32, register: Option<NaiveDate
 ///
 /// ```
 /// use chrono::NaiveDate;
-/// use command_handler::sequence::{RotateBy, rotate_value};
+/// use cqrs_command_handler::sequence::{RotateBy, rotate_value};
 ///
 /// let day = NaiveDate::from_ymd_opt(2026, 3, 9).unwrap();
 /// assert_eq!(rotate_value(RotateBy::None, day, 2025), "none");
@@ -432,7 +432,7 @@ pub fn rotate_value(rotate: RotateBy, date: NaiveDate, fiscal_start_year: i32) -
 /// Parses a time zone setting: `UTC`, `Z`, or an offset `+09:00`, `-0530`, `+09`.
 ///
 /// ```
-/// use command_handler::sequence::parse_time_zone;
+/// use cqrs_command_handler::sequence::parse_time_zone;
 ///
 /// assert_eq!(parse_time_zone("+09:00").unwrap().local_minus_utc(), 9 * 3600);
 /// assert_eq!(parse_time_zone("UTC").unwrap().local_minus_utc(), 0);

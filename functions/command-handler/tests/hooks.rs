@@ -1,4 +1,4 @@
-//! Command hooks ([`command_handler::hooks`]) against DynamoDB Local, on a lending library's model
+//! Command hooks ([`cqrs_command_handler::hooks`]) against DynamoDB Local, on a lending library's model
 //! (not the example's): a hook refuses with its own problem document and nothing is written, adjusts
 //! attributes whose index keys are computed again, may not move the item's keys, and keeps "a
 //! member holds at most 3 loans out" with a counter guard in the command's own transaction, under
@@ -6,10 +6,10 @@
 
 mod common;
 
-use command_handler::App;
-use command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
 use common::{Harness, USER_T1};
 use cqrs_caller::CallerMode;
+use cqrs_command_handler::App;
+use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
 use cqrs_problem::ApiError;
 use cqrs_testkit::round_trips::CallLog;
 use serde_json::{Value, json};

@@ -8,11 +8,10 @@
 
 mod common;
 
-
 use aws_sdk_dynamodb::types::AttributeValue;
-use command_handler::App;
 use common::*;
 use cqrs_caller::CallerMode;
+use cqrs_command_handler::App;
 use cqrs_item::Item;
 use cqrs_store::{Store, Tables};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! source scripts/dynamodb-local.sh && ddb_local_install && ddb_local_start && trap ddb_local_stop EXIT
-//! cargo bench -p data-sync --bench projection
+//! cargo bench -p cqrs-data-sync --bench projection
 //! ```
 //!
 //! 1 000 stream records (250 items, 4 versions each, interleaved as concurrent writers produce
@@ -11,22 +11,22 @@
 //! Lambda event. Then, each on fresh tables:
 //!
 //! - raw `PutItem` of the same 1 000 items (data form), one at a time;
-//! - raw `PutItem` of the same items, [`data_sync::DEFAULT_CONCURRENCY`] in flight;
-//! - the projection of the batch ([`data_sync::DataSync::handle`]): every version into history
+//! - raw `PutItem` of the same items, [`cqrs_data_sync::DEFAULT_CONCURRENCY`] in flight;
+//! - the projection of the batch ([`cqrs_data_sync::DataSync::handle`]): every version into history
 //!   in batch writes, one conditional data write per item (its newest version).
 //!
 //! The server is warmed up first with the same puts. It prints records per second for each and
 //! the ratios. `BENCH_RECORDS` sets the size, `BENCH_VERSIONS` the versions per item (4; 1 is the
-//! workload of one version per item). `cargo test -p data-sync --bench projection` runs it once
+//! workload of one version per item). `cargo test -p cqrs-data-sync --bench projection` runs it once
 //! in a debug build (a check that it works, not a measurement).
 
 use std::time::{Duration, Instant};
 
+use cqrs_data_sync::{DEFAULT_CONCURRENCY, DataSync};
 use cqrs_item::Item;
 use cqrs_keys::{add_sort_key_version, generate_id};
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
-use data_sync::{DEFAULT_CONCURRENCY, DataSync};
 use futures::StreamExt;
 
 /// Versions per item, from `BENCH_VERSIONS` (default 4).

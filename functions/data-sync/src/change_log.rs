@@ -46,7 +46,7 @@ pub const CHANGE_LOG_TABLE_ENV: &str = "CHANGE_LOG_TABLE";
 ///
 /// ```no_run
 /// # async fn wire(store: cqrs_store::Store) {
-/// use data_sync::{DataSync, change_log::ChangeLog};
+/// use cqrs_data_sync::{DataSync, change_log::ChangeLog};
 /// let sync = DataSync::new(store.clone()).with_target(ChangeLog::new(store, "cqrs-change-log"));
 /// # }
 /// ```
@@ -61,7 +61,7 @@ impl ChangeLog {
     ///
     /// ```no_run
     /// # fn wire(store: cqrs_store::Store) {
-    /// let log = data_sync::change_log::ChangeLog::new(store, "cqrs-change-log");
+    /// let log = cqrs_data_sync::change_log::ChangeLog::new(store, "cqrs-change-log");
     /// assert_eq!(log.table(), "cqrs-change-log");
     /// # }
     /// ```
@@ -77,7 +77,7 @@ impl ChangeLog {
     ///
     /// ```no_run
     /// # fn wire(store: cqrs_store::Store) {
-    /// if let Some(log) = data_sync::change_log::ChangeLog::from_env(&store) {
+    /// if let Some(log) = cqrs_data_sync::change_log::ChangeLog::from_env(&store) {
     ///     println!("change log into {}", log.table());
     /// }
     /// # }
@@ -93,7 +93,7 @@ impl ChangeLog {
     /// The table the log is written to.
     ///
     /// ```no_run
-    /// # fn f(log: &data_sync::change_log::ChangeLog) {
+    /// # fn f(log: &cqrs_data_sync::change_log::ChangeLog) {
     /// println!("{}", log.table());
     /// # }
     /// ```
@@ -106,7 +106,7 @@ impl ChangeLog {
 /// RFC 3339 time, the stream record's creation time), the tenant and the item id and version.
 ///
 /// ```
-/// let entry = data_sync::change_log::entry(&data_sync::Change::example()).unwrap();
+/// let entry = cqrs_data_sync::change_log::entry(&cqrs_data_sync::Change::example()).unwrap();
 /// assert_eq!(entry.pk, "CQRS_CHANGE_LOG#t1#2026-01");
 /// assert_eq!(entry.item_type, "CQRS_CHANGE_LOG");
 /// assert!(entry.sk.starts_with("2026-01-01T00:00:00.000Z#"));

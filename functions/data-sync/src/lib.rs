@@ -55,12 +55,12 @@
 //! # use cqrs_store::{StoreError, parked::{ParkWrite, ParkedRecord}, projection::{DataWrite, HistoryWrite}};
 //! # use futures::future::{BoxFuture, FutureExt};
 //! # struct Memory;
-//! # impl data_sync::ProjectionWriter for Memory {
+//! # impl cqrs_data_sync::ProjectionWriter for Memory {
 //! #     fn put_data_if_newer<'a>(&'a self, _: &'a Item) -> BoxFuture<'a, Result<DataWrite, StoreError>> { async { Ok(DataWrite::Written) }.boxed() }
 //! #     fn put_history<'a>(&'a self, _: &'a Item) -> BoxFuture<'a, Result<HistoryWrite, StoreError>> { async { Ok(HistoryWrite::Written) }.boxed() }
 //! #     fn park<'a>(&'a self, _: &'a ParkedRecord) -> BoxFuture<'a, Result<ParkWrite, StoreError>> { async { Ok(ParkWrite::Parked) }.boxed() }
 //! # }
-//! let sync = data_sync::DataSync::new(Memory);
+//! let sync = cqrs_data_sync::DataSync::new(Memory);
 //! let event: Event = serde_json::from_str(
 //!     r#"{"Records":[{"eventID":"1","eventName":"INSERT","awsRegion":"r",
 //!        "dynamodb":{"Keys":{"pk":{"S":"P#t1"},"sk":{"S":"a@1"}},
@@ -116,8 +116,8 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 /// let env = cqrs_store::client::ClientEnv::from_env()?;
 /// let client = env.client(cqrs_store::client::http_client(env.tls_roots)?);
 /// let store = cqrs_store::Store::new(client, cqrs_store::Tables::from_env()?);
-/// let sync = data_sync::DataSync::new(store.clone())
-///     .with_target(data_sync::change_log::ChangeLog::new(store, "cqrs-change-log"))
+/// let sync = cqrs_data_sync::DataSync::new(store.clone())
+///     .with_target(cqrs_data_sync::change_log::ChangeLog::new(store, "cqrs-change-log"))
 ///     .with_concurrency(16);
 /// # Ok(()) }
 /// ```
@@ -227,7 +227,7 @@ impl DataSync {
     ///
     /// ```no_run
     /// # fn wire(store: cqrs_store::Store) {
-    /// let sync = data_sync::DataSync::new(store);
+    /// let sync = cqrs_data_sync::DataSync::new(store);
     /// # }
     /// ```
     pub fn new(writer: impl ProjectionWriter + 'static) -> Self {
@@ -243,8 +243,8 @@ impl DataSync {
     ///
     /// ```no_run
     /// # fn wire(store: cqrs_store::Store) {
-    /// let sync = data_sync::DataSync::new(store.clone())
-    ///     .with_target(data_sync::change_log::ChangeLog::new(store, "cqrs-change-log"));
+    /// let sync = cqrs_data_sync::DataSync::new(store.clone())
+    ///     .with_target(cqrs_data_sync::change_log::ChangeLog::new(store, "cqrs-change-log"));
     /// # }
     /// ```
     pub fn with_target(mut self, target: impl SyncTarget + 'static) -> Self {
@@ -256,7 +256,7 @@ impl DataSync {
     ///
     /// ```no_run
     /// # fn wire(store: cqrs_store::Store) {
-    /// let sync = data_sync::DataSync::new(store).with_concurrency(8);
+    /// let sync = cqrs_data_sync::DataSync::new(store).with_concurrency(8);
     /// # }
     /// ```
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
@@ -275,7 +275,7 @@ impl DataSync {
     /// summary and writes the [`metrics`] line.
     ///
     /// ```no_run
-    /// # async fn run(sync: data_sync::DataSync, event: aws_lambda_events::event::dynamodb::Event) {
+    /// # async fn run(sync: cqrs_data_sync::DataSync, event: aws_lambda_events::event::dynamodb::Event) {
     /// let (response, counts) = sync.handle_counted(event).await;
     /// assert_eq!(counts.retried, response.batch_item_failures.len());
     /// # }
@@ -634,7 +634,7 @@ fn record_span(entry: &Entry) -> tracing::Span {
 /// ```no_run
 /// #[tokio::main]
 /// async fn main() -> Result<(), lambda_runtime::Error> {
-///     data_sync::run(|_store, sync| sync).await
+///     cqrs_data_sync::run(|_store, sync| sync).await
 /// }
 /// ```
 ///
@@ -676,12 +676,12 @@ pub async fn run(
 /// (`requestId`) into every log line of the invocation.
 ///
 /// ```no_run
-/// # async fn wire(sync: data_sync::DataSync) -> Result<(), lambda_runtime::Error> {
+/// # async fn wire(sync: cqrs_data_sync::DataSync) -> Result<(), lambda_runtime::Error> {
 /// use aws_lambda_events::event::dynamodb::Event;
 /// use lambda_runtime::{LambdaEvent, service_fn};
 /// let sync = &sync;
 /// lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-///     data_sync::handle_event(sync, event).await
+///     cqrs_data_sync::handle_event(sync, event).await
 /// }))
 /// .await
 /// # }

@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 /// The CloudWatch namespace of data-sync's metrics.
 ///
 /// ```
-/// assert_eq!(data_sync::metrics::NAMESPACE, "cqrs-dynamo/data-sync");
+/// assert_eq!(cqrs_data_sync::metrics::NAMESPACE, "cqrs-dynamo/data-sync");
 /// ```
 pub const NAMESPACE: &str = "cqrs-dynamo/data-sync";
 
@@ -38,7 +38,7 @@ pub const NAMESPACE: &str = "cqrs-dynamo/data-sync";
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
-/// use data_sync::metrics::Lag;
+/// use cqrs_data_sync::metrics::Lag;
 /// let now = Utc.timestamp_opt(1_767_225_610, 0).unwrap();
 /// let created = [0, 4, 8].map(|s| Utc.timestamp_opt(1_767_225_600 + s, 0).unwrap());
 /// let lag = Lag::of(created.into_iter(), now).unwrap();
@@ -60,7 +60,7 @@ impl Lag {
     ///
     /// ```
     /// use chrono::{DateTime, Utc};
-    /// let none = data_sync::metrics::Lag::of([DateTime::<Utc>::default()].into_iter(), Utc::now());
+    /// let none = cqrs_data_sync::metrics::Lag::of([DateTime::<Utc>::default()].into_iter(), Utc::now());
     /// assert_eq!(none, None);
     /// ```
     pub fn of(created: impl Iterator<Item = DateTime<Utc>>, now: DateTime<Utc>) -> Option<Lag> {
@@ -84,7 +84,7 @@ impl Lag {
 /// What became of the records of one batch.
 ///
 /// ```
-/// let counts = data_sync::BatchCounts { records: 3, projected: 1, parked: 1, retried: 1, ..Default::default() };
+/// let counts = cqrs_data_sync::BatchCounts { records: 3, projected: 1, parked: 1, retried: 1, ..Default::default() };
 /// assert_eq!(counts.acknowledged_without_projection(), 1);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -109,7 +109,7 @@ impl BatchCounts {
     /// Records acknowledged although nothing was projected from them: the parked ones.
     ///
     /// ```
-    /// assert_eq!(data_sync::BatchCounts::default().acknowledged_without_projection(), 0);
+    /// assert_eq!(cqrs_data_sync::BatchCounts::default().acknowledged_without_projection(), 0);
     /// ```
     pub fn acknowledged_without_projection(&self) -> usize {
         self.parked
@@ -119,8 +119,8 @@ impl BatchCounts {
 /// The EMF log line of `counts` for function `function` at `timestamp_ms` (epoch milliseconds).
 ///
 /// ```
-/// let counts = data_sync::BatchCounts { records: 5, items: 2, projected: 3, parked: 2, ..Default::default() };
-/// let line = data_sync::metrics::emf_line(&counts, "cqrs-data-sync", 1_767_225_600_000);
+/// let counts = cqrs_data_sync::BatchCounts { records: 5, items: 2, projected: 3, parked: 2, ..Default::default() };
+/// let line = cqrs_data_sync::metrics::emf_line(&counts, "cqrs-data-sync", 1_767_225_600_000);
 /// let json: serde_json::Value = serde_json::from_str(&line).unwrap();
 /// assert_eq!(json["ParkedRecords"], 2);
 /// assert_eq!(json["Items"], 2);
@@ -170,7 +170,7 @@ pub fn emf_line(counts: &BatchCounts, function: &str, timestamp_ms: i64) -> Stri
 /// log line carries the same counts everywhere.
 ///
 /// ```
-/// data_sync::metrics::emit(&data_sync::BatchCounts::default()); // outside Lambda: no line
+/// cqrs_data_sync::metrics::emit(&cqrs_data_sync::BatchCounts::default()); // outside Lambda: no line
 /// ```
 pub fn emit(counts: &BatchCounts) {
     let Ok(function) = std::env::var("AWS_LAMBDA_FUNCTION_NAME") else {

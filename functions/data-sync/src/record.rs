@@ -40,7 +40,7 @@ pub type ItemKey = (String, String);
 ///     r#"{"Records":[{"eventID":"1","eventName":"INSERT","awsRegion":"r",
 ///        "dynamodb":{"Keys":{"pk":{"S":"P#t1"},"sk":{"S":"a@3"}},"SizeBytes":1}}]}"#,
 /// ).unwrap();
-/// let key = data_sync::record::item_key(&event.records[0]);
+/// let key = cqrs_data_sync::record::item_key(&event.records[0]);
 /// assert_eq!(key, Some(("P#t1".to_string(), "a".to_string())));
 /// ```
 pub fn item_key(record: &EventRecord) -> Option<ItemKey> {
@@ -65,7 +65,7 @@ fn record_key(record: &EventRecord) -> Option<(String, String)> {
 /// What `record` asks for (see the [module docs](self)).
 ///
 /// ```
-/// use data_sync::record::{Action, action};
+/// use cqrs_data_sync::record::{Action, action};
 /// let event: aws_lambda_events::event::dynamodb::Event = serde_json::from_str(
 ///     r#"{"Records":[{"eventID":"1","eventName":"REMOVE","awsRegion":"r","dynamodb":{"SizeBytes":1}}]}"#,
 /// ).unwrap();
@@ -128,10 +128,10 @@ fn parse_insert(record: &EventRecord) -> Result<Item, String> {
 ///
 /// ```
 /// let mut item = cqrs_item::Item::example();
-/// assert_eq!(data_sync::record::check_limits(&item), Ok(()));
+/// assert_eq!(cqrs_data_sync::record::check_limits(&item), Ok(()));
 /// item.pk = format!("PRODUCT#{}", "t".repeat(2040));
 /// item.id = cqrs_keys::generate_id(&item.pk, &item.sk);
-/// assert!(data_sync::record::check_limits(&item).unwrap_err().contains("id"));
+/// assert!(cqrs_data_sync::record::check_limits(&item).unwrap_err().contains("id"));
 /// ```
 pub fn check_limits(item: &Item) -> Result<(), String> {
     if item.pk.is_empty() || item.base_sk().is_empty() {
@@ -179,7 +179,7 @@ pub fn check_limits(item: &Item) -> Result<(), String> {
 ///     r#"{"Records":[{"eventID":"1","eventName":"INSERT","awsRegion":"r",
 ///        "dynamodb":{"Keys":{"pk":{"S":"P#t1"},"sk":{"S":"a@3"}},"SequenceNumber":"7","SizeBytes":1}}]}"#,
 /// ).unwrap();
-/// let parked = data_sync::record::parked(&event.records[0], "malformed", "no image", chrono::Utc::now());
+/// let parked = cqrs_data_sync::record::parked(&event.records[0], "malformed", "no image", chrono::Utc::now());
 /// assert_eq!((parked.pk(), parked.sk()), ("PARKED#t1".to_string(), "P#t1#a@7".to_string()));
 /// assert_eq!(parked.version, Some(3));
 /// assert!(parked.record.unwrap().contains("\"eventID\":\"1\""));

@@ -19,7 +19,7 @@ pub type TargetError = Box<dyn std::error::Error + Send + Sync>;
 /// One version being projected, as targets see it.
 ///
 /// ```
-/// let change = data_sync::Change::example();
+/// let change = cqrs_data_sync::Change::example();
 /// assert_eq!(change.item.sk, "P001@1");
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +44,7 @@ impl Change {
     /// A change of [`Item::example`], for examples and tests.
     ///
     /// ```
-    /// assert_eq!(data_sync::Change::example().sequence_number, "100");
+    /// assert_eq!(cqrs_data_sync::Change::example().sequence_number, "100");
     /// ```
     pub fn example() -> Self {
         Change {
@@ -61,7 +61,7 @@ impl Change {
 ///
 /// ```
 /// use std::sync::Mutex;
-/// use data_sync::{Change, SyncTarget, TargetError};
+/// use cqrs_data_sync::{Change, SyncTarget, TargetError};
 /// use futures::future::{BoxFuture, FutureExt};
 ///
 /// /// Counts the versions of deleted items (a stand-in for a real read model).
@@ -84,7 +84,7 @@ impl Change {
 /// }
 ///
 /// # async fn wire(store: cqrs_store::Store) {
-/// let sync = data_sync::DataSync::new(store).with_target(Deletions::default());
+/// let sync = cqrs_data_sync::DataSync::new(store).with_target(Deletions::default());
 /// # }
 /// ```
 pub trait SyncTarget: Send + Sync {

@@ -22,7 +22,7 @@ use futures::stream::StreamExt;
 /// ```
 /// use cqrs_item::Item;
 /// use cqrs_store::{StoreError, parked::{ParkWrite, ParkedRecord}, projection::{DataWrite, HistoryWrite}};
-/// use data_sync::ProjectionWriter;
+/// use cqrs_data_sync::ProjectionWriter;
 /// use futures::future::{BoxFuture, FutureExt};
 ///
 /// /// Accepts everything and writes nothing (e.g. a dry run).
@@ -39,7 +39,7 @@ use futures::stream::StreamExt;
 ///         async { Ok(ParkWrite::Parked) }.boxed()
 ///     }
 /// }
-/// let sync = data_sync::DataSync::new(DryRun);
+/// let sync = cqrs_data_sync::DataSync::new(DryRun);
 /// ```
 pub trait ProjectionWriter: Send + Sync {
     /// Writes the data-table form of the command item `item` unless the data table already holds

@@ -4,10 +4,10 @@
 
 mod common;
 
+use cqrs_data_sync::DataSync;
+use cqrs_data_sync::change_log::{self, ChangeLog};
 use cqrs_item::Item;
 use cqrs_model::Model;
-use data_sync::DataSync;
-use data_sync::change_log::{self, ChangeLog};
 
 use common::*;
 
@@ -63,7 +63,7 @@ async fn change_log_rows_in_the_data_table_are_no_entitys_items() {
 async fn legacy_rows_move_to_the_reserved_prefix_once_and_nothing_else_moves() {
     let tables = cqrs_testkit::fresh_tables().await;
     let store = store(&tables);
-    let change = data_sync::Change::example();
+    let change = cqrs_data_sync::Change::example();
     let current = change_log::entry(&change).unwrap();
     let mut legacy = current.clone();
     legacy.pk = current.pk.replacen(

@@ -5,8 +5,8 @@
 mod common;
 
 use aws_lambda_events::event::dynamodb::Event;
+use cqrs_data_sync::DataSync;
 use cqrs_item::Item;
-use data_sync::DataSync;
 use serde_json::Value;
 
 use common::{parked, reported, scan, store};

@@ -9,10 +9,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use cqrs_data_sync::DataSync;
+use cqrs_data_sync::change_log::ChangeLog;
 use cqrs_item::Item;
 use cqrs_store::projection::DataWrite;
-use data_sync::DataSync;
-use data_sync::change_log::ChangeLog;
 
 use common::*;
 
@@ -79,7 +79,7 @@ async fn soft_deleted_items_are_projected_as_deleted() {
 
 #[tokio::test]
 async fn commands_written_through_the_command_handler_are_projected() {
-    use command_handler::App;
+    use cqrs_command_handler::App;
     use lambda_http::Body;
 
     let tables = cqrs_testkit::fresh_tables().await;
@@ -104,7 +104,8 @@ async fn commands_written_through_the_command_handler_are_projected() {
                 parts.headers.insert(name, value.parse().unwrap());
             }
             let response =
-                command_handler::handle(app, lambda_http::Request::from_parts(parts, body)).await;
+                cqrs_command_handler::handle(app, lambda_http::Request::from_parts(parts, body))
+                    .await;
             assert_eq!(response.status(), 202, "{:?}", response.body());
         }
     };

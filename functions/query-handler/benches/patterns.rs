@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! source scripts/dynamodb-local.sh && ddb_local_install && ddb_local_start && trap ddb_local_stop EXIT
-//! cargo bench -p query-handler --bench patterns
+//! cargo bench -p cqrs-query-handler --bench patterns
 //! ```
 //!
 //! `BENCH_ITEMS` orders (default 2 000) of one user, all `PENDING`, are written into a fresh data
@@ -21,8 +21,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Harness, entity_item, model};
+use cqrs_query_handler::pattern::{self, PageRequest, PatternCursor};
 use cqrs_store::query::Order;
-use query_handler::pattern::{self, PageRequest, PatternCursor};
 use serde_json::json;
 
 fn env_usize(name: &str, default: usize) -> usize {

@@ -19,14 +19,14 @@ use serde::Serialize;
 /// The environment variable that sets the sample rate.
 ///
 /// ```
-/// assert_eq!(query_handler::access_log::SAMPLE_RATE_VAR, "ACCESS_LOG_SAMPLE_RATE");
+/// assert_eq!(cqrs_query_handler::access_log::SAMPLE_RATE_VAR, "ACCESS_LOG_SAMPLE_RATE");
 /// ```
 pub const SAMPLE_RATE_VAR: &str = "ACCESS_LOG_SAMPLE_RATE";
 
 /// The sample rate when [`SAMPLE_RATE_VAR`] is not set: one request in a hundred.
 ///
 /// ```
-/// assert_eq!(query_handler::access_log::DEFAULT_SAMPLE_RATE, 0.01);
+/// assert_eq!(cqrs_query_handler::access_log::DEFAULT_SAMPLE_RATE, 0.01);
 /// ```
 pub const DEFAULT_SAMPLE_RATE: f64 = 0.01;
 
@@ -35,7 +35,7 @@ static RATE: OnceLock<f64> = OnceLock::new();
 /// Reads a sample rate: a number from 0 to 1.
 ///
 /// ```
-/// use query_handler::access_log::parse_sample_rate;
+/// use cqrs_query_handler::access_log::parse_sample_rate;
 /// assert_eq!(parse_sample_rate("0.25"), Ok(0.25));
 /// assert!(parse_sample_rate("2").is_err());
 /// assert!(parse_sample_rate("often").is_err());
@@ -53,7 +53,7 @@ pub fn parse_sample_rate(text: &str) -> Result<f64, String> {
 /// naming the variable. Returns the rate in force.
 ///
 /// ```
-/// let rate = query_handler::access_log::init_from_env().unwrap();
+/// let rate = cqrs_query_handler::access_log::init_from_env().unwrap();
 /// assert!((0.0..=1.0).contains(&rate));
 /// ```
 pub fn init_from_env() -> Result<f64, String> {
@@ -76,7 +76,7 @@ fn rate() -> f64 {
 /// One access line.
 ///
 /// ```
-/// let line = query_handler::access_log::AccessLine {
+/// let line = cqrs_query_handler::access_log::AccessLine {
 ///     ms: 1_767_225_600_123, table: "data", index: None, pk: "ORDER#t1", op: "query", items: 3,
 ///     sample_rate: 0.5,
 /// };

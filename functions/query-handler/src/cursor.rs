@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use cqrs_store::query::{PageKey, PartitionQuery, SortKeyRange};
-//! use query_handler::cursor;
+//! use cqrs_query_handler::cursor;
 //!
 //! let query = PartitionQuery::new("ORDER#t1").range(SortKeyRange::Prefix("ORDER#".into()));
 //! let key = PageKey { pk: "ORDER#t1".into(), sk: "ORDER#o7".into() };
@@ -109,7 +109,7 @@ fn mismatch(what: &str) -> ApiError {
 ///
 /// ```
 /// use cqrs_store::query::{PageKey, PartitionQuery};
-/// let text = query_handler::cursor::encode_partition(
+/// let text = cqrs_query_handler::cursor::encode_partition(
 ///     &PartitionQuery::new("PRODUCT#t1"),
 ///     &PageKey { pk: "PRODUCT#t1".into(), sk: "P001".into() },
 /// );
@@ -136,7 +136,7 @@ pub fn encode_partition(query: &PartitionQuery, key: &PageKey) -> String {
 ///
 /// ```
 /// use cqrs_store::query::{Order, PageKey, PartitionQuery};
-/// use query_handler::cursor;
+/// use cqrs_query_handler::cursor;
 ///
 /// let asc = PartitionQuery::new("PRODUCT#t1");
 /// let text = cursor::encode_partition(&asc, &PageKey { pk: "PRODUCT#t1".into(), sk: "P1".into() });
@@ -177,7 +177,7 @@ pub fn decode_partition(cursor: &str, query: &PartitionQuery) -> Result<PageKey,
 /// ```
 /// use cqrs_store::query::{VersionKey, VersionQuery};
 /// let query = VersionQuery::new("PRODUCT#t1", "P001");
-/// let text = query_handler::cursor::encode_versions(&query, &VersionKey::new("PRODUCT#t1", "P001", 9));
+/// let text = cqrs_query_handler::cursor::encode_versions(&query, &VersionKey::new("PRODUCT#t1", "P001", 9));
 /// assert!(!text.is_empty());
 /// ```
 pub fn encode_versions(query: &VersionQuery, key: &VersionKey) -> String {
@@ -200,7 +200,7 @@ pub fn encode_versions(query: &VersionQuery, key: &VersionKey) -> String {
 ///
 /// ```
 /// use cqrs_store::query::{VersionKey, VersionQuery};
-/// use query_handler::cursor;
+/// use cqrs_query_handler::cursor;
 ///
 /// let query = VersionQuery::new("PRODUCT#t1", "P001");
 /// let text = cursor::encode_versions(&query, &VersionKey::new("PRODUCT#t1", "P001", 9));
@@ -262,7 +262,7 @@ const PATTERN: &str = "query";
 ///
 /// ```
 /// use cqrs_store::query::Order;
-/// use query_handler::{cursor, pattern::PatternCursor};
+/// use cqrs_query_handler::{cursor, pattern::PatternCursor};
 ///
 /// let model = cqrs_model::Model::example();
 /// let plan = model.query("orders_by_status", "t1", &[("status", "PAID")]).unwrap();
@@ -311,7 +311,7 @@ pub fn encode_pattern(plan: &PatternQuery<'_>, order: Order, cursor: &PatternCur
 ///
 /// ```
 /// use cqrs_store::query::Order;
-/// use query_handler::cursor;
+/// use cqrs_query_handler::cursor;
 ///
 /// let model = cqrs_model::Model::example();
 /// let plan = model.query("items_of_order", "t1", &[("orderId", "o1")]).unwrap();

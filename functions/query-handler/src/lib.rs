@@ -73,7 +73,7 @@ use crate::route::{Route, decode_segment};
 /// The response header naming the table the latest state was read from: `data` or `command`.
 ///
 /// ```
-/// assert_eq!(query_handler::READ_SOURCE_HEADER, "read-source");
+/// assert_eq!(cqrs_query_handler::READ_SOURCE_HEADER, "read-source");
 /// ```
 pub const READ_SOURCE_HEADER: &str = "read-source";
 
@@ -105,7 +105,7 @@ impl App {
     ///
     /// ```
     /// # async fn demo(store: cqrs_store::Store) {
-    /// let app = query_handler::App::new(store, cqrs_caller::CallerMode::Jwt, cqrs_model::EXAMPLE_TOML);
+    /// let app = cqrs_query_handler::App::new(store, cqrs_caller::CallerMode::Jwt, cqrs_model::EXAMPLE_TOML);
     /// assert!(!app.model_is_loaded());
     /// # }
     /// ```
@@ -123,7 +123,7 @@ impl App {
     ///
     /// ```
     /// # async fn demo(store: cqrs_store::Store) {
-    /// let app = query_handler::App::with_model(store, cqrs_caller::CallerMode::Jwt, cqrs_model::Model::example());
+    /// let app = cqrs_query_handler::App::with_model(store, cqrs_caller::CallerMode::Jwt, cqrs_model::Model::example());
     /// assert!(app.model_is_loaded());
     /// # }
     /// ```
@@ -198,7 +198,7 @@ fn readers(rule: ReadRule) -> Readers {
 /// page).
 ///
 /// ```
-/// let listing = query_handler::Listing { items: vec![], cursor: None };
+/// let listing = cqrs_query_handler::Listing { items: vec![], cursor: None };
 /// assert_eq!(serde_json::to_string(&listing).unwrap(), r#"{"items":[],"cursor":null}"#);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -214,7 +214,7 @@ pub struct Listing {
 /// `system_admin`.
 ///
 /// ```
-/// assert!(query_handler::AUDIT_FIELDS.contains(&"createdIp"));
+/// assert!(cqrs_query_handler::AUDIT_FIELDS.contains(&"createdIp"));
 /// ```
 pub const AUDIT_FIELDS: [&str; 5] = [
     "createdBy",
@@ -229,7 +229,7 @@ pub const AUDIT_FIELDS: [&str; 5] = [
 ///
 /// ```
 /// use cqrs_caller::Caller;
-/// use query_handler::ItemView;
+/// use cqrs_query_handler::ItemView;
 ///
 /// let mut item = cqrs_item::Item::example();
 /// item.pk = "MASTER#common".into();
@@ -259,7 +259,7 @@ impl ItemView {
     /// ```
     /// let item = cqrs_item::Item::example(); // PRODUCT#t1
     /// let own = cqrs_caller::Caller::new("u", "t1", vec![]);
-    /// assert!(query_handler::ItemView::for_caller(item, &own).audit);
+    /// assert!(cqrs_query_handler::ItemView::for_caller(item, &own).audit);
     /// ```
     pub fn for_caller(item: Item, caller: &Caller) -> Self {
         let owner = tenant_code(&item.pk).filter(|t| *t == item.tenant_code);
@@ -292,7 +292,7 @@ impl Serialize for ItemView {
 /// Where the latest state of an item was read from.
 ///
 /// ```
-/// assert_eq!(query_handler::ReadSource::Command.as_str(), "command");
+/// assert_eq!(cqrs_query_handler::ReadSource::Command.as_str(), "command");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadSource {
@@ -306,7 +306,7 @@ impl ReadSource {
     /// The value of the [`READ_SOURCE_HEADER`] header.
     ///
     /// ```
-    /// assert_eq!(query_handler::ReadSource::Data.as_str(), "data");
+    /// assert_eq!(cqrs_query_handler::ReadSource::Data.as_str(), "data");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -327,7 +327,7 @@ impl ReadSource {
 /// # const MODEL: &str = cqrs_model::EXAMPLE_TOML;
 /// #[tokio::main]
 /// async fn main() -> Result<(), lambda_http::Error> {
-///     query_handler::run(MODEL).await
+///     cqrs_query_handler::run(MODEL).await
 /// }
 /// ```
 ///
@@ -830,7 +830,7 @@ async fn list_pattern(
 /// The strong entity tag of an item: its version, quoted.
 ///
 /// ```
-/// assert_eq!(query_handler::etag(7), "\"7\"");
+/// assert_eq!(cqrs_query_handler::etag(7), "\"7\"");
 /// ```
 pub fn etag(version: i64) -> String {
     format!("\"{version}\"")
@@ -841,7 +841,7 @@ pub fn etag(version: i64) -> String {
 ///
 /// ```
 /// use lambda_http::http::{HeaderMap, HeaderValue};
-/// use query_handler::none_match;
+/// use cqrs_query_handler::none_match;
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert("if-none-match", HeaderValue::from_static(r#"W/"2", "3""#));

@@ -4,7 +4,7 @@
 //! Values arrive decoded (API Gateway's `rawQueryString`, decoded once by the runtime).
 //!
 //! ```
-//! use query_handler::params::Params;
+//! use cqrs_query_handler::params::Params;
 //!
 //! let query = lambda_http::aws_lambda_events::query_map::QueryMap::from(
 //!     std::collections::HashMap::from([("limit".to_string(), "5".to_string())]),
@@ -22,21 +22,21 @@ use lambda_http::aws_lambda_events::query_map::QueryMap;
 /// Items per page when `limit` is not given.
 ///
 /// ```
-/// assert_eq!(query_handler::params::DEFAULT_LIMIT, 20);
+/// assert_eq!(cqrs_query_handler::params::DEFAULT_LIMIT, 20);
 /// ```
 pub const DEFAULT_LIMIT: usize = 20;
 
 /// The largest `limit` accepted.
 ///
 /// ```
-/// assert_eq!(query_handler::params::MAX_LIMIT, 100);
+/// assert_eq!(cqrs_query_handler::params::MAX_LIMIT, 100);
 /// ```
 pub const MAX_LIMIT: usize = 100;
 
 /// The longest parameter value accepted (a cursor included), in bytes.
 ///
 /// ```
-/// assert_eq!(query_handler::params::MAX_VALUE_BYTES, 4096);
+/// assert_eq!(cqrs_query_handler::params::MAX_VALUE_BYTES, 4096);
 /// ```
 pub const MAX_VALUE_BYTES: usize = 4096;
 
@@ -51,7 +51,7 @@ impl<'a> Params<'a> {
     /// over [`MAX_VALUE_BYTES`].
     ///
     /// ```
-    /// # use query_handler::params::Params;
+    /// # use cqrs_query_handler::params::Params;
     /// # use lambda_http::aws_lambda_events::query_map::QueryMap;
     /// let twice = QueryMap::from(std::collections::HashMap::from([(
     ///     "limit".to_string(),
@@ -98,7 +98,7 @@ impl<'a> Params<'a> {
     /// The value of `name`, if given.
     ///
     /// ```
-    /// # use query_handler::params::Params;
+    /// # use cqrs_query_handler::params::Params;
     /// # let query = lambda_http::aws_lambda_events::query_map::QueryMap::default();
     /// assert_eq!(Params::new(&query, &["x"]).unwrap().get("x").unwrap(), None);
     /// ```
@@ -109,7 +109,7 @@ impl<'a> Params<'a> {
     /// `limit`: 1 to [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent; anything else is a 400.
     ///
     /// ```
-    /// # use query_handler::params::Params;
+    /// # use cqrs_query_handler::params::Params;
     /// # use lambda_http::aws_lambda_events::query_map::QueryMap;
     /// let q = |v: &str| QueryMap::from(std::collections::HashMap::from([("limit".to_string(), v.to_string())]));
     /// for bad in ["0", "101", "-1", "ten", "1.5"] {
@@ -135,7 +135,7 @@ impl<'a> Params<'a> {
     /// `order`: `asc` or `desc`, `default` when absent.
     ///
     /// ```
-    /// # use query_handler::params::Params;
+    /// # use cqrs_query_handler::params::Params;
     /// # use cqrs_store::query::Order;
     /// # let query = lambda_http::aws_lambda_events::query_map::QueryMap::default();
     /// let params = Params::new(&query, &["order"]).unwrap();
@@ -153,7 +153,7 @@ impl<'a> Params<'a> {
     /// A boolean flag: `true` or `false`, `false` when absent.
     ///
     /// ```
-    /// # use query_handler::params::Params;
+    /// # use cqrs_query_handler::params::Params;
     /// # let query = lambda_http::aws_lambda_events::query_map::QueryMap::default();
     /// assert!(!Params::new(&query, &[]).unwrap().flag("includeDeleted").unwrap());
     /// ```
@@ -168,7 +168,7 @@ impl<'a> Params<'a> {
     /// A positive version number (`1`, `2`, ...), if given.
     ///
     /// ```
-    /// # use query_handler::params::Params;
+    /// # use cqrs_query_handler::params::Params;
     /// # use lambda_http::aws_lambda_events::query_map::QueryMap;
     /// let q = QueryMap::from(std::collections::HashMap::from([("minVersion".to_string(), "0".to_string())]));
     /// let params = Params::new(&q, &["minVersion"]).unwrap();
@@ -185,7 +185,7 @@ impl<'a> Params<'a> {
 /// `field`.
 ///
 /// ```
-/// use query_handler::params::parse_version;
+/// use cqrs_query_handler::params::parse_version;
 /// assert_eq!(parse_version("version", "12").unwrap(), 12);
 /// for bad in ["0", "-1", "+1", "1e3", "", "x", "99999999999999999999"] {
 ///     assert_eq!(parse_version("version", bad).unwrap_err().status(), 400, "{bad}");

@@ -82,7 +82,7 @@ pub enum ShardPosition {
 /// The positions of every shard (one for an unsharded pattern), what a cursor carries.
 ///
 /// ```
-/// use query_handler::pattern::{PatternCursor, ShardPosition};
+/// use cqrs_query_handler::pattern::{PatternCursor, ShardPosition};
 /// let fresh = PatternCursor::start(3);
 /// assert_eq!(fresh.shards, vec![ShardPosition::Start; 3]);
 /// assert!(!fresh.is_done());
@@ -110,7 +110,7 @@ impl PatternCursor {
 /// What a page read costs, for the access log and the benchmarks.
 ///
 /// ```
-/// let stats = query_handler::pattern::ReadStats::default();
+/// let stats = cqrs_query_handler::pattern::ReadStats::default();
 /// assert_eq!(stats.queries, 0);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 //! | `/query/{pattern}` | [`Route::Pattern`] |
 //!
 //! ```
-//! use query_handler::route::{Route, parse_path};
+//! use cqrs_query_handler::route::{Route, parse_path};
 //!
 //! let route = parse_path("/items/ORDER%23t1/ORDER_ITEM%23o1%23001/versions", None).unwrap();
 //! assert_eq!(route, Route::Versions { pk: "ORDER%23t1", sk: "ORDER_ITEM%23o1%23001" });
@@ -30,7 +30,7 @@ use cqrs_problem::ApiError;
 /// [`decode_segment`].
 ///
 /// ```
-/// use query_handler::route::{Route, parse_path};
+/// use cqrs_query_handler::route::{Route, parse_path};
 /// assert_eq!(parse_path("/items/P%23t1", None).unwrap(), Route::Partition { pk: "P%23t1" });
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl<'a> Route<'a> {
     /// The partition key segment, still encoded (`None` for a pattern).
     ///
     /// ```
-    /// let route = query_handler::route::parse_path("/items/a%23b/c", None).unwrap();
+    /// let route = cqrs_query_handler::route::parse_path("/items/a%23b/c", None).unwrap();
     /// assert_eq!(route.pk(), Some("a%23b"));
     /// ```
     pub fn pk(&self) -> Option<&'a str> {
@@ -93,7 +93,7 @@ impl<'a> Route<'a> {
 /// a trailing `/`.
 ///
 /// ```
-/// use query_handler::route::{Route, parse_path};
+/// use cqrs_query_handler::route::{Route, parse_path};
 ///
 /// assert_eq!(
 ///     parse_path("/prod/items/P%23t1/a/versions/3", Some("prod")).unwrap(),
@@ -146,7 +146,7 @@ pub fn parse_path<'a>(path: &'a str, stage: Option<&str>) -> Result<Route<'a>, A
 /// and a trailing `/` are skipped as in [`parse_path`].
 ///
 /// ```
-/// use query_handler::route::setting_path;
+/// use cqrs_query_handler::route::setting_path;
 ///
 /// assert_eq!(setting_path("/settings/ui/theme", None), Some(("ui", "theme")));
 /// assert_eq!(setting_path("/prod/settings/ui/theme/", Some("prod")), Some(("ui", "theme")));
@@ -171,7 +171,7 @@ pub fn setting_path<'a>(path: &'a str, stage: Option<&str>) -> Option<(&'a str, 
 /// naming `field`.
 ///
 /// ```
-/// use query_handler::route::decode_segment;
+/// use cqrs_query_handler::route::decode_segment;
 ///
 /// assert_eq!(decode_segment("pk", "PRODUCT%23t1").unwrap(), "PRODUCT#t1");
 /// assert_eq!(decode_segment("sk", "a%2523b").unwrap(), "a%23b");

@@ -12,10 +12,10 @@ use std::collections::BTreeSet;
 use common::*;
 use cqrs_item::Item;
 use cqrs_model::KeyValue;
+use cqrs_query_handler::pattern::{self, EntrySource, PageRequest};
 use cqrs_store::StoreError;
 use cqrs_store::entries::{Entry, EntryPage, EntryQuery};
 use cqrs_store::query::Order;
-use query_handler::pattern::{self, EntrySource, PageRequest};
 use serde_json::{Value, json};
 
 fn at(i: usize) -> String {
@@ -688,7 +688,7 @@ async fn no_parameter_or_cursor_reaches_another_tenant() {
     };
     let mut positions = pattern::PatternCursor::start(10);
     positions.shards[0] = pattern::ShardPosition::After(t1_key(0));
-    let forged = query_handler::cursor::encode_pattern(&plan_t2, Order::Ascending, &positions);
+    let forged = cqrs_query_handler::cursor::encode_pattern(&plan_t2, Order::Ascending, &positions);
     let answer = h
         .get(
             &USER_T2,

@@ -16,8 +16,8 @@ use common::*;
 use cqrs_caller::CallerMode;
 use cqrs_item::{Item, Number, Value as ItemValue};
 use cqrs_model::{ItemView, KeyValue, Model, ValueRef};
+use cqrs_query_handler::App;
 use cqrs_store::{Store, Tables};
-use query_handler::App;
 use serde_json::{Value, json};
 
 /// Long past (2001-09-09): an expiry that has passed.

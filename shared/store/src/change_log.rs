@@ -1,7 +1,7 @@
 //! The change log's entries written before its prefix was reserved: `LOG#<tenant>#<YYYY-MM>` (the
 //! key space of the example model's `log` entity, mbc's time series) instead of
 //! `CQRS_CHANGE_LOG#<tenant>#<YYYY-MM>` ([`cqrs_keys::CHANGE_LOG_PK_PREFIX`]). data-sync's change
-//! log (`data_sync::change_log`) writes only the current prefix; this module recognises the old
+//! log (`cqrs_data_sync::change_log`) writes only the current prefix; this module recognises the old
 //! entries ([`is_legacy_entry`]), names both partitions of a month for a reader
 //! ([`month_partitions`]) and moves the old entries ([`migrate_legacy`], which `cqrs change-log
 //! migrate` runs), so that no tool needs a function crate for it.

@@ -9,8 +9,8 @@ mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use cqrs_caller::CallerMode;
+use cqrs_data_sync::DataSync;
 use cqrs_testkit::TestTables;
-use data_sync::DataSync;
 use serde_json::{Value, json};
 
 use common::{Caller, Req, Stack, T1, T2};

@@ -10,7 +10,7 @@ mod common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::{Answer, Caller as _, ROOT, Req, Stack, T1, T2, Who, scan_items, store};
 use cqrs_caller::CallerMode;
-use data_sync::DataSync;
+use cqrs_data_sync::DataSync;
 use serde_json::{Value, json};
 
 /// Projects everything in the command table's stream (at least `min` records) with data-sync.
@@ -37,7 +37,7 @@ async fn copy(stack: &Stack, who: Who, body: Value) -> Answer {
         .header("content-type", "application/json")
         .body(body.to_string().as_bytes())
         .claims_of(who);
-    Answer::of(command_handler::handle(&stack.command, request.request()).await)
+    Answer::of(cqrs_command_handler::handle(&stack.command, request.request()).await)
 }
 
 async fn command_rows(stack: &Stack) -> usize {

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::{Answer, Caller, Req, Stack, T1, get, store};
 use cqrs_caller::CallerMode;
-use data_sync::DataSync;
+use cqrs_data_sync::DataSync;
 
 /// Numbers as the client sends them, and the text DynamoDB's canonical form gives them.
 const NUMBERS: [(&str, &str, &str); 9] = [

@@ -14,8 +14,8 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::Record;
 use common::{command_item, scan_items, store};
+use cqrs_data_sync::DataSync;
 use cqrs_item::Item;
-use data_sync::DataSync;
 use local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
 use serde_json::Value;
 

@@ -19,6 +19,7 @@ use std::sync::Mutex;
 use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodb::types::AttributeValue;
 use cqrs_caller::CallerMode;
+use cqrs_data_sync::{BatchCounts, DataSync, ProjectionWriter};
 use cqrs_item::{Item, MAX_ITEM_BYTES, item_size};
 use cqrs_store::{
     Store, StoreError, Tables,
@@ -26,7 +27,6 @@ use cqrs_store::{
     projection::{DataWrite, HistoryWrite},
 };
 use cqrs_testkit::TestTables;
-use data_sync::{BatchCounts, DataSync, ProjectionWriter};
 use futures::future::{BoxFuture, FutureExt};
 use serde_json::{Value, json};
 

@@ -20,13 +20,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use common::{Rng, command_item, mix, scan_items, seed, store};
+use cqrs_data_sync::{DataSync, ProjectionWriter};
 use cqrs_item::Item;
 use cqrs_store::{
     Store, StoreError,
     parked::{ParkWrite, ParkedRecord},
     projection::{DataWrite, HistoryWrite},
 };
-use data_sync::{DataSync, ProjectionWriter};
 use futures::StreamExt;
 use futures::future::{BoxFuture, FutureExt};
 

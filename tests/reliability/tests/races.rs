@@ -7,7 +7,7 @@ mod common;
 
 use common::{Caller, Req, Stack, T1, scan_items, store};
 use cqrs_caller::CallerMode;
-use data_sync::DataSync;
+use cqrs_data_sync::DataSync;
 use futures::future::join_all;
 use serde_json::json;
 

@@ -23,7 +23,7 @@ const CALLERS: usize = 50;
 struct Seq {
     tables: TestTables,
     sequences: String,
-    app: command_handler::App,
+    app: cqrs_command_handler::App,
 }
 
 impl Seq {
@@ -46,7 +46,8 @@ impl Seq {
             )
             .with_sequences(&sequences),
         );
-        let app = command_handler::App::new(store, CallerMode::Jwt, cqrs_model::Model::example());
+        let app =
+            cqrs_command_handler::App::new(store, CallerMode::Jwt, cqrs_model::Model::example());
         Seq {
             tables,
             sequences,
@@ -55,7 +56,7 @@ impl Seq {
     }
 
     async fn send(&self, request: Req) -> Answer {
-        Answer::of(command_handler::handle(&self.app, request.request()).await)
+        Answer::of(cqrs_command_handler::handle(&self.app, request.request()).await)
     }
 
     async fn next(&self, who: Who, type_code: &str, body: Value) -> Answer {

@@ -13,9 +13,9 @@ use std::net::TcpListener;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::{Answer, Caller, Req, Stack, T1, command_item, scan_items, store};
 use cqrs_caller::CallerMode;
+use cqrs_data_sync::DataSync;
 use cqrs_item::Item;
 use cqrs_testkit::TestTables;
-use data_sync::DataSync;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
@@ -485,7 +485,7 @@ fn serve(stream: std::net::TcpStream, error: &str, all: bool) {
 }
 
 /// The command handler on a fake DynamoDB endpoint.
-fn app_on(endpoint: &str) -> command_handler::App {
+fn app_on(endpoint: &str) -> cqrs_command_handler::App {
     use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region, retry::RetryConfig};
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
@@ -494,7 +494,7 @@ fn app_on(endpoint: &str) -> command_handler::App {
         .credentials_provider(Credentials::new("local", "local", None, None, "fake"))
         .retry_config(RetryConfig::standard().with_max_attempts(1))
         .build();
-    command_handler::App::new(
+    cqrs_command_handler::App::new(
         cqrs_store::Store::new(
             aws_sdk_dynamodb::Client::from_conf(config),
             cqrs_store::Tables::new("c", "d", "h", "i"),
@@ -556,7 +556,7 @@ async fn write_conflicts_are_409_and_throttling_is_503_with_retry_after() {
             if let Some(key) = key {
                 request = request.header("idempotency-key", key);
             }
-            let response = command_handler::handle(&app, request.request()).await;
+            let response = cqrs_command_handler::handle(&app, request.request()).await;
             let retry_after = response
                 .headers()
                 .get("retry-after")
@@ -627,7 +627,7 @@ async fn contended_writers_never_get_a_5xx() {
 #[tokio::test]
 async fn oversized_bodies_are_refused_before_parsing() {
     let stack = Stack::new(CallerMode::Jwt).await;
-    let max = command_handler::MAX_BODY_BYTES;
+    let max = cqrs_command_handler::MAX_BODY_BYTES;
     let small = json!({"pk": PK, "sk": "BIG", "version": 0}).to_string();
     let padded = format!("{small}{}", " ".repeat(max + 1 - small.len()));
     let truncated = format!(

@@ -473,17 +473,17 @@ async fn the_heads_seed_moves_legacy_heads_reports_collisions_and_completes() {
 /// A change log entry of tenant t1 as data-sync writes it now, and the same entry under the old
 /// `LOG#` prefix.
 fn change_log_entries(event: &str) -> (Item, Item) {
-    let mut change = data_sync::Change::example();
+    let mut change = cqrs_data_sync::Change::example();
     change.item.id = format!("{}-{event}", change.item.id);
-    let current = data_sync::change_log::entry(&change).unwrap();
+    let current = cqrs_data_sync::change_log::entry(&change).unwrap();
     let mut legacy = current.clone();
     legacy.pk = current.pk.replacen(
         cqrs_keys::CHANGE_LOG_PK_PREFIX,
-        data_sync::change_log::LEGACY_PK_PREFIX,
+        cqrs_data_sync::change_log::LEGACY_PK_PREFIX,
         1,
     );
     legacy.id = generate_id(&legacy.pk, &legacy.sk);
-    legacy.item_type = data_sync::change_log::LEGACY_PK_PREFIX.into();
+    legacy.item_type = cqrs_data_sync::change_log::LEGACY_PK_PREFIX.into();
     (current, legacy)
 }
 

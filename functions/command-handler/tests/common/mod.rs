@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use command_handler::App;
 use cqrs_caller::CallerMode;
+use cqrs_command_handler::App;
 use cqrs_item::Item;
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
@@ -90,7 +90,7 @@ impl Harness {
     }
 
     pub async fn send(&self, request: Request) -> (u16, Value, Response<Body>) {
-        let response = command_handler::handle(&self.app, request).await;
+        let response = cqrs_command_handler::handle(&self.app, request).await;
         let status = response.status().as_u16();
         let body = match response.body() {
             Body::Text(text) => serde_json::from_str(text).unwrap_or(Value::String(text.clone())),

@@ -12,6 +12,7 @@ use std::time::Duration;
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use aws_sdk_dynamodb::types::AttributeValue;
+use cqrs_data_sync::{Change, DataSync, ProjectionWriter, SyncTarget, TargetError};
 use cqrs_item::Item;
 use cqrs_keys::{add_sort_key_version, generate_id};
 use cqrs_store::{
@@ -20,7 +21,6 @@ use cqrs_store::{
     projection::{DataWrite, HistoryWrite},
 };
 use cqrs_testkit::TestTables;
-use data_sync::{Change, DataSync, ProjectionWriter, SyncTarget, TargetError};
 use futures::future::{BoxFuture, FutureExt};
 
 /// A store on `tables`, with the parked table.

@@ -12,12 +12,12 @@ use cqrs_caller::CallerMode;
 use cqrs_item::Item;
 use cqrs_item::{Number, Value as ItemValue};
 use cqrs_model::{ItemView, KeyValue, Model, ValueRef};
+use cqrs_query_handler::App;
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
 use cqrs_testkit::http_event::HttpApiRequest;
 use lambda_http::{Body, Request, Response};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use query_handler::App;
 use serde_json::{Value, json};
 
 /// A handler on its own tables.
@@ -125,8 +125,8 @@ impl Harness {
     }
 
     /// A command handler on the same tables.
-    pub fn command_app(&self) -> command_handler::App {
-        command_handler::App::new(
+    pub fn command_app(&self) -> cqrs_command_handler::App {
+        cqrs_command_handler::App::new(
             store(&self.tables),
             CallerMode::Jwt,
             cqrs_model::Model::example(),
@@ -134,7 +134,7 @@ impl Harness {
     }
 
     pub async fn send(&self, request: Request) -> Answer {
-        let response = query_handler::handle(&self.app, request).await;
+        let response = cqrs_query_handler::handle(&self.app, request).await;
         let status = response.status().as_u16();
         let body = match response.body() {
             Body::Text(text) => serde_json::from_str(text).unwrap_or(Value::String(text.clone())),
@@ -237,7 +237,7 @@ impl Harness {
     /// Sends a command through the real command handler (JWT caller `caller`).
     pub async fn command(&self, method: &str, caller: &As, body: Value) -> (u16, Value) {
         let request = command_event(method, caller, &body.to_string());
-        let response = command_handler::handle(&self.command_app(), request).await;
+        let response = cqrs_command_handler::handle(&self.command_app(), request).await;
         let status = response.status().as_u16();
         let body = match response.body() {
             Body::Text(text) => serde_json::from_str(text).unwrap(),

@@ -30,8 +30,8 @@ pub fn store(tables: &TestTables) -> Store {
 /// Both HTTP functions on one set of fresh tables, in one caller mode.
 pub struct Stack {
     pub tables: TestTables,
-    pub command: command_handler::App,
-    pub query: query_handler::App,
+    pub command: cqrs_command_handler::App,
+    pub query: cqrs_query_handler::App,
     pub mode: CallerMode,
 }
 
@@ -44,8 +44,12 @@ impl Stack {
     /// The functions on existing tables.
     pub fn on(tables: TestTables, mode: CallerMode) -> Self {
         Stack {
-            command: command_handler::App::new(store(&tables), mode, cqrs_model::Model::example()),
-            query: query_handler::App::new(store(&tables), mode, cqrs_model::EXAMPLE_TOML),
+            command: cqrs_command_handler::App::new(
+                store(&tables),
+                mode,
+                cqrs_model::Model::example(),
+            ),
+            query: cqrs_query_handler::App::new(store(&tables), mode, cqrs_model::EXAMPLE_TOML),
             tables,
             mode,
         }
@@ -59,9 +63,9 @@ impl Stack {
             .any(|prefix| request.path.starts_with(prefix));
         let event = request.request();
         let response = if to_commands {
-            command_handler::handle(&self.command, event).await
+            cqrs_command_handler::handle(&self.command, event).await
         } else {
-            query_handler::handle(&self.query, event).await
+            cqrs_query_handler::handle(&self.query, event).await
         };
         Answer::of(response)
     }

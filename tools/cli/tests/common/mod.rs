@@ -258,7 +258,7 @@ pub async fn generate(
     // The access log: lines as the query handler prints them.
     let mut log = String::new();
     let mut line = |ms: i64, index: Option<&str>, pk: &str, rate: f64| {
-        let access = query_handler::access_log::AccessLine {
+        let access = cqrs_query_handler::access_log::AccessLine {
             ms,
             table: "data",
             index,
