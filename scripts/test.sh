@@ -5,10 +5,11 @@
 # Chromium from apt where missing; cargo-lambda, the SAM CLI, cfn-lint and schemathesis from PyPI into
 # .venv; the TypeScript client's pinned packages with npm ci in clients/typescript; cargo-fuzz with
 # cargo install into .local/cargo), then runs, stopping at the first failure: formatting, lints and
-# docs; every framework crate packaged and built from its package; the SAM template checks; the TypeScript client generated from openapi.yaml and type-checked;
+# docs; the SAM template checks; the TypeScript client generated from openapi.yaml and type-checked;
 # the workspace's tests against a fresh DynamoDB Local (among them: openapi.yaml is what model.toml
-# generates); the reliability suite; the end-to-end test, the API conformance check and the
-# TypeScript example against the local stack; a short fuzzing run. Everything it starts it stops
+# generates, template.yaml what the generator renders for it); every framework crate packaged and
+# built from its package; the reliability suite; the end-to-end test, the API conformance check and
+# the TypeScript example against the local stack; a short fuzzing run. Everything it starts it stops
 # again, also when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +26,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "docs (cargo doc, warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
-
-step "crates: every framework crate packages, and builds from its package (cargo package --workspace)"
-# A service depends on these crates; each must build from what it would publish, against the
-# others as packaged. Left out: what is not the framework's (this example service, the reliability
-# suite, the bench floors, the local stack's helper).
-cargo package --workspace --locked --allow-dirty \
-    --exclude cqrs-example-shop --exclude reliability --exclude bench-floor --exclude local-stack
 
 step "SAM template (validate, cfn-lint, sam build of the arm64 functions; offline)"
 bash scripts/check-template.sh
@@ -65,6 +59,15 @@ bash scripts/typescript-client.sh check
 
 step "tests (unit, integration against DynamoDB Local, doctests)"
 cargo test --workspace --locked --exclude reliability
+
+step "crates: every framework crate packages, and builds from its package (cargo package --workspace)"
+# A service depends on these crates; each must build from what it would publish, against the
+# others as packaged. Left out: what is not the framework's (this example service, the reliability
+# suite, the bench floors, the local stack's helper). The workspace's dev profile for the
+# verification builds too, so that they share the dependencies the tests just built.
+cargo package --workspace --locked --allow-dirty \
+    --exclude cqrs-example-shop --exclude reliability --exclude bench-floor --exclude local-stack \
+    --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false'
 
 step "reliability suite (races, projection under faults, tenants, bad input, on-failure path)"
 cargo test -p reliability --locked -- --nocapture

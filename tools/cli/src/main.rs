@@ -1,7 +1,8 @@
 //! `cqrs`: the operator CLI. `cqrs model check` checks a model file (every error names the entity
 //! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them; `cqrs model openapi`
-//! prints the HTTP API's OpenAPI document for the model ([`openapi`]).
+//! prints the HTTP API's OpenAPI document for the model ([`openapi`]); `cqrs model sam` the SAM
+//! template of a service with the model, and `cqrs new` a new service ([`new`]).
 //!
 //! `cqrs model lint` lints the key design; `cqrs report` reports partition heat and skew from the
 //! tables; `cqrs rebuild`, `cqrs verify`, `cqrs redrive`, `cqrs heads` and `cqrs change-log`
@@ -22,6 +23,7 @@ use clap::{Parser, Subcommand};
 use cqrs_model::Model;
 
 mod lint;
+mod new;
 mod openapi;
 mod ops;
 mod report;
@@ -36,6 +38,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Create a new service in DIR: Cargo.toml on the framework's crates, a starter model.toml,
+    /// template.yaml from the model, the three functions' binaries with an example command hook,
+    /// events/, a test, a Makefile and a README.
+    New {
+        /// The folder to create (it must not exist, or be empty).
+        dir: PathBuf,
+        /// The service's name: its package name and its stack's default prefix (default: the
+        /// folder's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Where the framework's crates come from: version:REQ (the registry), git:URL, or
+        /// path:DIR (a checkout of the framework, relative to the new service's folder or
+        /// absolute).
+        #[arg(long, default_value = "version:0.1")]
+        framework: String,
+    },
     /// The entity model (model.toml).
     #[command(subcommand)]
     Model(ModelCommand),
@@ -99,6 +117,16 @@ enum ModelCommand {
         /// The model file.
         #[arg(long, default_value = "model.toml")]
         file: PathBuf,
+    },
+    /// Print the SAM template of a service with this model: the framework's template, its data
+    /// table's GSIs the model's (`cqrs model sam --prefix NAME > template.yaml`).
+    Sam {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+        /// The stack's default resource prefix (the template's `Prefix` parameter).
+        #[arg(long, default_value = "cqrs")]
+        prefix: String,
     },
     /// Print the HTTP API's OpenAPI 3.0 document for the model: the routes every deployment has,
     /// the command bodies and items of each entity, and one path per access pattern
@@ -187,6 +215,50 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
+        Command::Model(ModelCommand::Sam { file, prefix }) => {
+            if let Err(e) = new::check_name(&prefix) {
+                return ops::fail("model sam", e);
+            }
+            match load(&file) {
+                Ok(Ok(model)) => {
+                    print!("{}", new::sam_template(&model, &prefix));
+                    ExitCode::SUCCESS
+                }
+                Ok(Err(errors)) => {
+                    eprintln!("{}: {errors}", file.display());
+                    ExitCode::from(1)
+                }
+                Err(code) => code,
+            }
+        }
+        Command::New {
+            dir,
+            name,
+            framework,
+        } => {
+            let name = match name {
+                Some(name) => name,
+                None => match dir.file_name() {
+                    Some(n) => n.to_string_lossy().into_owned(),
+                    None => return ops::fail("new", format!("{}: give --name", dir.display())),
+                },
+            };
+            let framework = match new::Framework::parse(&framework) {
+                Ok(f) => f,
+                Err(e) => return ops::fail("new", e),
+            };
+            match new::write(&dir, &name, &framework) {
+                Ok(files) => {
+                    println!("created service {name} in {}:", dir.display());
+                    for file in files {
+                        println!("  {}", file.display());
+                    }
+                    println!("next: cd {} && make test", dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => ops::fail("new", e),
+            }
+        }
         Command::Rebuild(args) => block_on(ops::rebuild::run(args)),
         Command::Verify(args) => block_on(ops::verify::run(args)),
         Command::Redrive(args) => block_on(ops::redrive::run(args)),

@@ -1,0 +1,279 @@
+//! `cqrs new <dir>`: a new service on the framework. It writes the service's `Cargo.toml` (the
+//! framework crates from a path, a git repository or the registry, by `--framework`), a starter
+//! `model.toml`, `template.yaml` (the SAM template, whose data table holds the model's GSIs), the
+//! three functions' binaries with an example command hook, sample `events/`, a test of the model, a
+//! Makefile and a README. Everything is rendered from the files under `src/new/` of this package,
+//! so the output is the same on every machine ([`render`], snapshot-tested).
+//!
+//! The SAM template is the framework's own: this repository's `template.yaml` is what [`sam_template`]
+//! renders for its model (a test holds them equal), so a generated service deploys exactly what the
+//! example deploys, with its own tables' GSIs.
+
+use std::path::{Path, PathBuf};
+
+use cqrs_model::Model;
+
+/// The SAM template, with `{{prefix}}` (the default resource prefix) and the data table's line
+/// `# {{data-table}}` to fill in.
+const TEMPLATE: &str = include_str!("new/template.yaml");
+const CARGO_TOML: &str = include_str!("new/service/Cargo.toml.in");
+const MODEL_TOML: &str = include_str!("new/service/model.toml");
+const README: &str = include_str!("new/service/README.md.in");
+const MAKEFILE: &str = include_str!("new/service/Makefile");
+const GITIGNORE: &str = include_str!("new/service/gitignore");
+const COMMAND_HANDLER: &str = include_str!("new/service/src/bin/command-handler.rs");
+const DATA_SYNC: &str = include_str!("new/service/src/bin/data-sync.rs");
+const QUERY_HANDLER: &str = include_str!("new/service/src/bin/query-handler.rs");
+const MODEL_TEST: &str = include_str!("new/service/tests/model.rs");
+const CREATE_EVENT: &str = include_str!("new/service/events/command-handler/create-task.json");
+const QUERY_EVENT: &str = include_str!("new/service/events/query-handler/tasks-of-owner.json");
+
+/// The framework crates a service depends on, and where each lives in the framework's repository.
+pub(crate) const CRATES: [(&str, &str); 6] = [
+    ("cqrs-command-handler", "functions/command-handler"),
+    ("cqrs-data-sync", "functions/data-sync"),
+    ("cqrs-query-handler", "functions/query-handler"),
+    ("cqrs-problem", "shared/problem"),
+    ("cqrs-item", "shared/item"),
+    ("cqrs-model", "shared/model"),
+];
+
+/// Where the service takes the framework's crates from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framework {
+    /// A checkout of the framework's repository (its root), as a path from the service's folder.
+    Path(PathBuf),
+    /// The framework's git repository.
+    Git(String),
+    /// The registry, at this version requirement.
+    Version(String),
+}
+
+impl Framework {
+    /// Reads `path:DIR`, `git:URL` or `version:REQ`.
+    pub fn parse(text: &str) -> Result<Framework, String> {
+        match text.split_once(':') {
+            Some(("path", dir)) if !dir.is_empty() => Ok(Framework::Path(PathBuf::from(dir))),
+            Some(("git", url)) if !url.is_empty() => Ok(Framework::Git(url.to_string())),
+            Some(("version", req)) if !req.is_empty() => Ok(Framework::Version(req.to_string())),
+            _ => Err(format!(
+                "--framework {text:?}: use path:DIR (a checkout of the framework), git:URL or version:REQ"
+            )),
+        }
+    }
+
+    /// The dependency's TOML value for `krate`, which lives at `subdir` of the framework.
+    fn dependency(&self, krate: &str, subdir: &str) -> String {
+        match self {
+            Framework::Path(root) => {
+                let path = root.join(subdir);
+                format!("{{ path = {} }}", toml_string(&path.to_string_lossy()))
+            }
+            Framework::Git(url) => format!("{{ git = {} }}", toml_string(url)),
+            Framework::Version(req) => {
+                let _ = krate;
+                toml_string(req)
+            }
+        }
+    }
+}
+
+/// A TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Whether `name` can name a service: it is the package name and the default resource prefix of its
+/// stack (lower-case letters, digits and hyphens, starting with a letter, at most 40 characters).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if first_ok && rest_ok && name.len() <= 40 && !name.ends_with('-') {
+        Ok(())
+    } else {
+        Err(format!(
+            "service name {name:?}: lower-case letters, digits and hyphens, starting with a letter, \
+             not ending with a hyphen, at most 40 characters (it names the package and the stack's \
+             resources)"
+        ))
+    }
+}
+
+/// The SAM template for `model`, with `prefix` as the default resource prefix: the framework's
+/// template, its data table's `AttributeDefinitions`, `KeySchema` and `GlobalSecondaryIndexes` those
+/// of the model (every GSI with Contributor Insights behind the template's parameter).
+pub fn sam_template(model: &Model, prefix: &str) -> String {
+    let mut data_table = String::new();
+    for line in model.data_table_yaml().lines() {
+        data_table.push_str(line);
+        data_table.push('\n');
+        if line.starts_with("        - IndexName: ") {
+            data_table.push_str("          ContributorInsightsSpecification:\n");
+            data_table.push_str("            Enabled: !If [ContributorInsightsOn, true, false]\n");
+        }
+    }
+    let mut out = String::with_capacity(TEMPLATE.len() + data_table.len());
+    for line in TEMPLATE.split_inclusive('\n') {
+        if line.trim_start().starts_with("# {{data-table}}") {
+            out.push_str(&data_table);
+        } else {
+            out.push_str(&line.replace("{{prefix}}", prefix));
+        }
+    }
+    out
+}
+
+/// Every file of a new service named `name`, by its path in the service's folder.
+pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)>, String> {
+    check_name(name)?;
+    let model = Model::parse(MODEL_TOML).map_err(|e| format!("the starter model: {e}"))?;
+    let fill = |text: &str| {
+        let mut out = text.replace("{{name}}", name);
+        for (krate, subdir) in CRATES {
+            out = out.replace(
+                &format!("{{{{dep:{krate}}}}}"),
+                &framework.dependency(krate, subdir),
+            );
+        }
+        out
+    };
+    let files = [
+        ("Cargo.toml", fill(CARGO_TOML)),
+        ("model.toml", MODEL_TOML.to_string()),
+        ("template.yaml", sam_template(&model, name)),
+        ("README.md", fill(README)),
+        ("Makefile", fill(MAKEFILE)),
+        (".gitignore", GITIGNORE.to_string()),
+        ("src/bin/command-handler.rs", fill(COMMAND_HANDLER)),
+        ("src/bin/data-sync.rs", DATA_SYNC.to_string()),
+        ("src/bin/query-handler.rs", QUERY_HANDLER.to_string()),
+        ("tests/model.rs", MODEL_TEST.to_string()),
+        (
+            "events/command-handler/create-task.json",
+            CREATE_EVENT.to_string(),
+        ),
+        (
+            "events/query-handler/tasks-of-owner.json",
+            QUERY_EVENT.to_string(),
+        ),
+    ];
+    Ok(files
+        .into_iter()
+        .map(|(path, text)| (PathBuf::from(path), text))
+        .collect())
+}
+
+/// Writes a new service into `dir` (which must not exist, or be empty).
+pub fn write(dir: &Path, name: &str, framework: &Framework) -> Result<Vec<PathBuf>, String> {
+    if dir.exists() {
+        let mut entries =
+            std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        if entries.next().is_some() {
+            return Err(format!(
+                "{} exists and is not empty: cqrs new writes a new service into an empty folder",
+                dir.display()
+            ));
+        }
+    }
+    let files = render(name, framework)?;
+    let mut written = Vec::with_capacity(files.len());
+    for (path, text) in files {
+        let target = dir.join(&path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&target, text)
+            .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frameworks_are_read_from_their_flag() {
+        assert_eq!(
+            Framework::parse("version:0.1").unwrap(),
+            Framework::Version("0.1".into())
+        );
+        assert_eq!(
+            Framework::parse("path:../cqrs").unwrap(),
+            Framework::Path("../cqrs".into())
+        );
+        assert_eq!(
+            Framework::parse("git:https://example.org/cqrs.git").unwrap(),
+            Framework::Git("https://example.org/cqrs.git".into())
+        );
+        for bad in ["0.1", "path:", "svn:x", ""] {
+            assert!(Framework::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_are_package_names_and_stack_prefixes() {
+        for good in ["library", "a", "shop-2"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "Library",
+            "9lives",
+            "",
+            "lib_rary",
+            "library-",
+            &"a".repeat(41),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn dependencies_follow_the_framework_source() {
+        let path = Framework::Path("../fw".into());
+        assert_eq!(
+            path.dependency("cqrs-item", "shared/item"),
+            r#"{ path = "../fw/shared/item" }"#
+        );
+        let git = Framework::Git("https://example.org/fw.git".into());
+        assert_eq!(
+            git.dependency("cqrs-item", "shared/item"),
+            r#"{ git = "https://example.org/fw.git" }"#
+        );
+        assert_eq!(
+            Framework::Version("0.1".into()).dependency("cqrs-item", "shared/item"),
+            r#""0.1""#
+        );
+        assert_eq!(toml_string("a\"b\\c"), r#""a\"b\\c""#);
+    }
+
+    #[test]
+    fn every_placeholder_is_filled() {
+        for framework in [
+            Framework::Version("0.1".into()),
+            Framework::Path("../fw".into()),
+        ] {
+            for (path, text) in render("library", &framework).unwrap() {
+                assert!(
+                    !text.contains("{{"),
+                    "{} keeps a placeholder",
+                    path.display()
+                );
+            }
+        }
+    }
+}

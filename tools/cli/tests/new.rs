@@ -1,0 +1,154 @@
+//! `cqrs new`: what it writes is the committed snapshot (`tests/snapshots/new/library/`, regenerated
+//! with `UPDATE_SNAPSHOTS=1`), its template is the framework's for the starter model, this
+//! repository's `template.yaml` is what `cqrs model sam` renders for the example model (the example
+//! is one such service), and a folder that is not empty is left alone.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots/new/library");
+
+fn cqrs(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cqrs"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cqrs-new-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Every file under `dir`, as paths relative to it, sorted.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_new_service_is_the_snapshot() {
+    let dir = scratch("snapshot").join("library");
+    let (code, out, err) = cqrs(&["new", dir.to_str().unwrap(), "--framework", "version:0.1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("created service library"), "{out}");
+    let written = files(&dir);
+    // template.yaml is the framework's template (checked below), not a snapshot of its own.
+    let compared: Vec<&PathBuf> = written
+        .iter()
+        .filter(|p| p.as_os_str() != "template.yaml")
+        .collect();
+    let snapshot = Path::new(SNAPSHOT);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        let _ = std::fs::remove_dir_all(snapshot);
+        for path in &compared {
+            let target = snapshot.join(path);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(dir.join(path), target).unwrap();
+        }
+        return;
+    }
+    let expected = files(snapshot);
+    assert_eq!(
+        compared.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+        expected.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+        "the files cqrs new writes changed; if that is intended: \
+         UPDATE_SNAPSHOTS=1 cargo test -p cqrs-cli --test new"
+    );
+    for path in compared {
+        let got = std::fs::read_to_string(dir.join(path)).unwrap();
+        let want = std::fs::read_to_string(snapshot.join(path)).unwrap();
+        assert!(
+            got == want,
+            "{} differs from its snapshot; if that is intended: \
+             UPDATE_SNAPSHOTS=1 cargo test -p cqrs-cli --test new\n--- got\n{got}",
+            path.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+#[test]
+fn a_new_services_template_is_the_frameworks_for_its_model() {
+    let dir = scratch("template").join("library");
+    let (code, out, err) = cqrs(&["new", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let model = dir.join("model.toml");
+    let (code, sam, err) = cqrs(&[
+        "model",
+        "sam",
+        "--file",
+        model.to_str().unwrap(),
+        "--prefix",
+        "library",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let template = std::fs::read_to_string(dir.join("template.yaml")).unwrap();
+    assert_eq!(template, sam);
+    assert!(template.contains("    Default: library\n"));
+    // The starter model's one GSI, and not the example's five.
+    assert!(template.contains("        - IndexName: gsi1\n"));
+    assert!(!template.contains("IndexName: gsi2"));
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+#[test]
+fn this_repositorys_template_is_what_the_model_renders() {
+    let (code, sam, err) = cqrs(&[
+        "model",
+        "sam",
+        "--file",
+        &format!("{ROOT}/model.toml"),
+        "--prefix",
+        "cqrs",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let committed = std::fs::read_to_string(format!("{ROOT}/template.yaml")).unwrap();
+    if committed != sam {
+        let line = committed
+            .lines()
+            .zip(sam.lines())
+            .position(|(a, b)| a != b)
+            .map_or(committed.lines().count().min(sam.lines().count()), |i| i);
+        panic!(
+            "template.yaml is not what the framework's template renders for model.toml (first \
+             difference at line {}): change tools/cli/src/new/template.yaml, or regenerate with \
+             `cargo run -p cqrs-cli -- model sam > template.yaml`",
+            line + 1
+        );
+    }
+}
+
+#[test]
+fn a_folder_that_is_not_empty_is_left_alone() {
+    let dir = scratch("busy");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("keep.txt"), "mine").unwrap();
+    let (code, _, err) = cqrs(&["new", dir.to_str().unwrap(), "--name", "busy"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not empty"), "{err}");
+    assert_eq!(files(&dir), vec![PathBuf::from("keep.txt")]);
+    let (code, _, err) = cqrs(&["new", scratch("bad").to_str().unwrap(), "--name", "Bad"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("service name"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
