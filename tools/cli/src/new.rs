@@ -1,8 +1,8 @@
 //! `cqrs new <dir>`: a new service on the framework. It writes the service's `Cargo.toml` (the
 //! framework crates from a path, a git repository or the registry, by `--framework`), a starter
-//! `model.toml`, `template.yaml` (the SAM template, whose data table holds the model's GSIs), the
-//! three functions' binaries with an example command hook, sample `events/`, a test of the model, a
-//! Makefile and a README. Everything is rendered from the files under `src/new/` of this package,
+//! `model.toml`, `template.yaml` (the SAM template, whose data table holds the model's GSIs), its
+//! own code in `src/lib.rs` (an example command hook), the three functions' binaries, sample
+//! `events/`, a test of the model and its hooks, a Makefile and a README. Everything is rendered from the files under `src/new/` of this package,
 //! so the output is the same on every machine ([`render`], snapshot-tested).
 //!
 //! The SAM template is the framework's own: this repository's `template.yaml` is what [`sam_template`]
@@ -24,18 +24,22 @@ const GITIGNORE: &str = include_str!("new/service/gitignore");
 const COMMAND_HANDLER: &str = include_str!("new/service/src/bin/command-handler.rs");
 const DATA_SYNC: &str = include_str!("new/service/src/bin/data-sync.rs");
 const QUERY_HANDLER: &str = include_str!("new/service/src/bin/query-handler.rs");
+const LIB: &str = include_str!("new/service/src/lib.rs.in");
 const MODEL_TEST: &str = include_str!("new/service/tests/model.rs");
 const CREATE_EVENT: &str = include_str!("new/service/events/command-handler/create-task.json");
 const QUERY_EVENT: &str = include_str!("new/service/events/query-handler/tasks-of-owner.json");
 
 /// The framework crates a service depends on, and where each lives in the framework's repository.
-pub(crate) const CRATES: [(&str, &str); 6] = [
+pub(crate) const CRATES: [(&str, &str); 9] = [
     ("cqrs-command-handler", "functions/command-handler"),
     ("cqrs-data-sync", "functions/data-sync"),
     ("cqrs-query-handler", "functions/query-handler"),
     ("cqrs-problem", "shared/problem"),
     ("cqrs-item", "shared/item"),
     ("cqrs-model", "shared/model"),
+    ("cqrs-testkit", "shared/testkit"),
+    ("cqrs-store", "shared/store"),
+    ("cqrs-caller", "shared/caller"),
 ];
 
 /// Where the service takes the framework's crates from.
@@ -140,7 +144,9 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
     check_name(name)?;
     let model = Model::parse(MODEL_TOML).map_err(|e| format!("the starter model: {e}"))?;
     let fill = |text: &str| {
-        let mut out = text.replace("{{name}}", name);
+        let mut out = text
+            .replace("{{name}}", name)
+            .replace("{{crate}}", &name.replace('-', "_"));
         for (krate, subdir) in CRATES {
             out = out.replace(
                 &format!("{{{{dep:{krate}}}}}"),
@@ -156,10 +162,11 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         ("README.md", fill(README)),
         ("Makefile", fill(MAKEFILE)),
         (".gitignore", GITIGNORE.to_string()),
+        ("src/lib.rs", fill(LIB)),
         ("src/bin/command-handler.rs", fill(COMMAND_HANDLER)),
         ("src/bin/data-sync.rs", DATA_SYNC.to_string()),
-        ("src/bin/query-handler.rs", QUERY_HANDLER.to_string()),
-        ("tests/model.rs", MODEL_TEST.to_string()),
+        ("src/bin/query-handler.rs", fill(QUERY_HANDLER)),
+        ("tests/model.rs", fill(MODEL_TEST)),
         (
             "events/command-handler/create-task.json",
             CREATE_EVENT.to_string(),

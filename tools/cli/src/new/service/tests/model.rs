@@ -1,8 +1,13 @@
-//! The service's model checks (the functions compile it in and check it again at start).
+//! The service's model checks (the functions compile it in and check it again at start), and every
+//! command hook is on an entity of the model.
 
 #[test]
-fn the_model_checks() {
-    if let Err(errors) = cqrs_model::Model::parse(include_str!("../model.toml")) {
-        panic!("model.toml: {errors}");
+fn the_model_checks_and_the_hooks_are_on_its_entities() {
+    let model = match cqrs_model::Model::parse({{crate}}::MODEL) {
+        Ok(model) => model,
+        Err(errors) => panic!("model.toml: {errors}"),
+    };
+    if let Err(error) = {{crate}}::hooks().check(&model) {
+        panic!("{error}");
     }
 }

@@ -3,5 +3,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    cqrs_query_handler::run(include_str!("../../model.toml")).await
+    cqrs_query_handler::run(library::MODEL).await
 }

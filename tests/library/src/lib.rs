@@ -1,0 +1,81 @@
+//! The lending library's own code: its rules on loans and members (command hooks) and a sync
+//! target. The binaries `cqrs new` wrote hand them to the framework.
+
+use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
+use cqrs_problem::ApiError;
+
+/// The library's model (`model.toml`), compiled in.
+pub const MODEL: &str = include_str!("../model.toml");
+
+/// The library's command hooks, by entity.
+pub fn hooks() -> Hooks {
+    Hooks::new().on("loan", LoanRules).on("member", MemberRules)
+}
+
+fn text<'a>(item: &'a cqrs_item::Item, name: &str) -> Option<&'a str> {
+    item.attributes.get(name).and_then(|v| v.as_str())
+}
+
+/// The counter of a member's loans out.
+fn loans_out(member: &str) -> String {
+    format!("loans#{member}")
+}
+
+/// Loans: a reference copy (`REF-...`) is never lent (422); a member holds at most 3 loans out, kept
+/// by a counter in each loan's own transaction (409 when a fourth would go out).
+pub struct LoanRules;
+
+impl CommandHook for LoanRules {
+    fn before_write<'a>(&'a self, command: &'a mut HookCommand<'_>) -> HookFuture<'a> {
+        Box::pin(async move {
+            let item = command.item();
+            let copy = text(item, "copyId").unwrap_or_default().to_string();
+            let member = text(item, "memberId").unwrap_or_default().to_string();
+            let is_out = text(item, "status") == Some("out");
+            let was_out = command.stored().and_then(|s| text(s, "status")) == Some("out");
+            if is_out && copy.starts_with("REF-") {
+                return Err(ApiError::refused(
+                    422,
+                    "urn:library:reference-copy",
+                    "Reference copy",
+                    format!("copy {copy} is for reading in the library"),
+                ));
+            }
+            if is_out && !was_out {
+                let full = ApiError::refused(
+                    409,
+                    "urn:library:loan-limit",
+                    "Loan limit",
+                    format!("member {member} already holds 3 loans"),
+                );
+                command.counter(&loans_out(&member), 1, 3, full)?;
+            } else if was_out && !is_out {
+                let broken = ApiError::Internal(format!("{} went below 0", loans_out(&member)));
+                command.counter(&loans_out(&member), -1, 3, broken)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Members: one with loans out is not deleted (409), checked by the same counter in the delete's
+/// own transaction.
+pub struct MemberRules;
+
+impl CommandHook for MemberRules {
+    fn before_write<'a>(&'a self, command: &'a mut HookCommand<'_>) -> HookFuture<'a> {
+        Box::pin(async move {
+            if command.item().is_deleted {
+                let member = text(command.item(), "memberId").unwrap_or_default().to_string();
+                let holds = ApiError::refused(
+                    409,
+                    "urn:library:loans-out",
+                    "Loans out",
+                    format!("member {member} still holds loans: they come back first"),
+                );
+                command.counter(&loans_out(&member), 0, 0, holds)?;
+            }
+            Ok(())
+        })
+    }
+}
