@@ -92,3 +92,33 @@ async fn a_member_holds_three_loans_at_most_under_twenty_concurrent_loans() {
     let (status, answer) = send(&app, "PATCH", delete).await;
     assert_eq!(status, 202, "{answer}");
 }
+
+#[tokio::test]
+async fn the_librarys_own_route_answers_with_the_frameworks_caller_and_problems() {
+    let (app, _tables) = library().await;
+    for copy in ["c1", "c2"] {
+        assert_eq!(settle(&app, loan("m7", copy)).await.0, 202);
+    }
+    let get = |path: &str, claims: bool| {
+        let request = HttpApiRequest::new("GET", path);
+        let request = if claims { request.claims("librarian", "t1", "") } else { request };
+        request.request()
+    };
+    let answer = |response: lambda_http::Response<lambda_http::Body>| {
+        let status = response.status().as_u16();
+        let body: Value = match response.body() {
+            lambda_http::Body::Text(text) => serde_json::from_str(text).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        (status, body)
+    };
+    let (status, body) =
+        answer(library::member_loans(&app.store, CallerMode::Jwt, get("/members/m7/loans", true)).await);
+    assert_eq!((status, body), (200, json!({"memberId": "m7", "loansOut": 2})));
+    let (status, body) =
+        answer(library::member_loans(&app.store, CallerMode::Jwt, get("/members/m7/loans", false)).await);
+    assert_eq!((status, &body["type"]), (401, &json!("urn:cqrs:problem:unauthenticated")));
+    let (status, body) =
+        answer(library::member_loans(&app.store, CallerMode::Jwt, get("/members/m7", true)).await);
+    assert_eq!((status, &body["type"]), (404, &json!("urn:cqrs:problem:not-found")));
+}
