@@ -83,7 +83,9 @@ pub use helpers::{
 pub use multi_attribute::{
     AttributeKind, KeyAttribute, multi_attribute_key, parse_multi_attribute_key,
 };
-pub use reserved::{CHANGE_LOG_PK_PREFIX, RESERVED_PK_PREFIXES, change_log_pk, reserved_prefix};
+pub use reserved::{
+    CHANGE_LOG_PK_PREFIX, RESERVED_PK_PREFIXES, change_log_month_pk, change_log_pk, reserved_prefix,
+};
 pub use shard::{
     SHARD_MARKER, all_shard_keys, fnv1a_64, parse_shard_key, random_shard_key, shard_for_id,
     shard_key, shard_number, sharded_key_for_id,

@@ -66,3 +66,21 @@ pub fn change_log_pk(tenant: &str, ts: &DateTime<Utc>) -> Result<String, KeyErro
     check_pk_len(&pk)?;
     Ok(pk)
 }
+
+/// The change log's partition of `tenant` for the month `YYYY-MM`, the same key as
+/// [`change_log_pk`] for any time in that month: the partition an entry written under the legacy
+/// `LOG#<tenant>#<YYYY-MM>` moves to.
+///
+/// ```
+/// assert_eq!(cqrs_keys::change_log_month_pk("t1", "2024-01").unwrap(), "CQRS_CHANGE_LOG#t1#2024-01");
+/// assert!(cqrs_keys::change_log_month_pk("t1", "2024-1").is_err());
+/// assert!(cqrs_keys::change_log_month_pk("t#1", "2024-01").is_err());
+/// ```
+pub fn change_log_month_pk(tenant: &str, month: &str) -> Result<String, KeyError> {
+    // A legacy partition key of the same tenant and month reads the parts back checked.
+    let legacy = join(&[crate::LOG_PK_PREFIX, tenant, month]);
+    let (tenant, month) = crate::parse_time_series_pk(&legacy)?;
+    let pk = join(&[CHANGE_LOG_PK_PREFIX, tenant, month]);
+    check_pk_len(&pk)?;
+    Ok(pk)
+}

@@ -132,11 +132,14 @@ pub async fn migrate_legacy(store: &Store, table: &str) -> Result<Migration, Sto
             if !is_legacy_entry(&old) {
                 continue;
             }
-            let Some(rest) = old.pk.strip_prefix(LEGACY_PK_PREFIX) else {
+            // The same tenant and month under the reserved prefix, read and built by the key crate.
+            let Ok(pk) = cqrs_keys::parse_time_series_pk(&old.pk)
+                .and_then(|(tenant, month)| cqrs_keys::change_log_month_pk(tenant, month))
+            else {
                 continue;
             };
             let mut current = old.clone();
-            current.pk = format!("{CHANGE_LOG_PK_PREFIX}{rest}");
+            current.pk = pk;
             current.id = generate_id(&current.pk, &current.sk);
             current.item_type = CHANGE_LOG_PK_PREFIX.into();
             match store.put_if_absent(table, &current).await? {
