@@ -19,7 +19,7 @@ cargo build --quiet --locked -p cqrs-cli --bin cqrs
 "$root/target/debug/cqrs" new "$service" --framework "path:$root"
 cp tests/library/model.toml "$service/model.toml"
 cp tests/library/src/lib.rs "$service/src/lib.rs"
-cp tests/library/src/bin/member-loans.rs "$service/src/bin/member-loans.rs"
+cp tests/library/src/bin/member-loans.rs tests/library/src/bin/data-sync.rs "$service/src/bin/"
 cp tests/library/tests/loans.rs "$service/tests/loans.rs"
 "$root/target/debug/cqrs" model sam --file "$service/model.toml" --prefix library >"$service/template.yaml"
 cp Cargo.lock "$service/Cargo.lock"

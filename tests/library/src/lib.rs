@@ -66,7 +66,9 @@ impl CommandHook for MemberRules {
     fn before_write<'a>(&'a self, command: &'a mut HookCommand<'_>) -> HookFuture<'a> {
         Box::pin(async move {
             if command.item().is_deleted {
-                let member = text(command.item(), "memberId").unwrap_or_default().to_string();
+                let member = text(command.item(), "memberId")
+                    .unwrap_or_default()
+                    .to_string();
                 let holds = ApiError::refused(
                     409,
                     "urn:library:loans-out",
@@ -111,8 +113,81 @@ async fn member_loans_answer(
         .strip_prefix("/members/")
         .and_then(|rest| rest.strip_suffix("/loans"))
         .filter(|m| !m.is_empty() && !m.contains('/'))
-        .ok_or_else(|| ApiError::NotFound(format!("no route {path}: use /members/{{memberId}}/loans")))?;
+        .ok_or_else(|| {
+            ApiError::NotFound(format!("no route {path}: use /members/{{memberId}}/loans"))
+        })?;
     let caller = cqrs_caller::Caller::from_request(request, mode)?;
-    let loans = store.counter(&caller.tenant_code, &loans_out(member)).await?;
+    let loans = store
+        .counter(&caller.tenant_code, &loans_out(member))
+        .await?;
     Ok(serde_json::json!({"memberId": member, "loansOut": loans}))
+}
+
+/// One loan version as the library's feed tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoanEvent {
+    /// The loan.
+    pub loan_id: String,
+    /// Its member.
+    pub member_id: String,
+    /// `out` or `returned`.
+    pub status: String,
+    /// The version.
+    pub version: i64,
+    /// Whether this version just became the data table's state (false on a replay, or for a
+    /// version a newer one of the same batch overtook).
+    pub current: bool,
+}
+
+/// The library's sync target: every loan version, after data-sync wrote it to the data and history
+/// tables, to a sink (a JSON line on standard output in the function, its logs; a list in tests).
+/// Registered in the service's own data-sync binary (`src/bin/data-sync.rs`).
+pub struct LoanFeed {
+    sink: std::sync::Arc<dyn Fn(&LoanEvent) + Send + Sync>,
+}
+
+impl LoanFeed {
+    /// A feed into `sink`.
+    pub fn new(sink: impl Fn(&LoanEvent) + Send + Sync + 'static) -> Self {
+        LoanFeed {
+            sink: std::sync::Arc::new(sink),
+        }
+    }
+
+    /// A feed that prints one JSON line per loan version.
+    pub fn printing() -> Self {
+        LoanFeed::new(|event| {
+            println!(
+                "{}",
+                serde_json::json!({"loanFeed": event.loan_id, "member": event.member_id,
+                    "status": event.status, "version": event.version, "current": event.current})
+            );
+        })
+    }
+}
+
+type TargetFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<(), cqrs_data_sync::TargetError>> + Send + 'a>,
+>;
+
+impl cqrs_data_sync::SyncTarget for LoanFeed {
+    fn name(&self) -> &str {
+        "loan-feed"
+    }
+
+    fn apply<'a>(&'a self, change: &'a cqrs_data_sync::Change) -> TargetFuture<'a> {
+        Box::pin(async move {
+            let item = &change.item;
+            if item.entity.as_deref() == Some("loan") {
+                (self.sink)(&LoanEvent {
+                    loan_id: text(item, "loanId").unwrap_or_default().to_string(),
+                    member_id: text(item, "memberId").unwrap_or_default().to_string(),
+                    status: text(item, "status").unwrap_or_default().to_string(),
+                    version: item.version,
+                    current: matches!(change.data, cqrs_store::projection::DataWrite::Written),
+                });
+            }
+            Ok(())
+        })
+    }
 }

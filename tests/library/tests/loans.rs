@@ -13,7 +13,12 @@ async fn library() -> (App, cqrs_testkit::TestTables) {
     let tables = cqrs_testkit::fresh_tables().await;
     let store = Store::new(
         tables.client.clone(),
-        Tables::new(&tables.command, &tables.data, &tables.history, &tables.idempotency),
+        Tables::new(
+            &tables.command,
+            &tables.data,
+            &tables.history,
+            &tables.idempotency,
+        ),
     );
     let model = cqrs_model::Model::parse(library::MODEL).expect("model.toml checks");
     let app = App::new(store, CallerMode::Jwt, model)
@@ -64,8 +69,13 @@ async fn a_reference_copy_is_never_lent() {
 async fn a_member_holds_three_loans_at_most_under_twenty_concurrent_loans() {
     let (app, _tables) = library().await;
     let answers =
-        futures::future::join_all((0..20).map(|i| settle(&app, loan("m1", &format!("c{i}"))))).await;
-    let accepted: Vec<&Value> = answers.iter().filter(|(s, _)| *s == 202).map(|(_, a)| a).collect();
+        futures::future::join_all((0..20).map(|i| settle(&app, loan("m1", &format!("c{i}")))))
+            .await;
+    let accepted: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == 202)
+        .map(|(_, a)| a)
+        .collect();
     let refused = answers
         .iter()
         .filter(|(s, a)| *s == 409 && a["type"] == "urn:library:loan-limit")
@@ -80,7 +90,10 @@ async fn a_member_holds_three_loans_at_most_under_twenty_concurrent_loans() {
     let delete = json!({"entity": "member", "version": 1, "isDeleted": true,
         "attributes": {"memberId": "m1"}});
     let (status, problem) = send(&app, "PATCH", delete.clone()).await;
-    assert_eq!((status, &problem["type"]), (409, &json!("urn:library:loans-out")));
+    assert_eq!(
+        (status, &problem["type"]),
+        (409, &json!("urn:library:loans-out"))
+    );
     for answer in accepted {
         let loan_id = answer["sk"].as_str().unwrap().split('@').next().unwrap();
         let back = json!({"entity": "loan", "version": 1,
@@ -101,7 +114,11 @@ async fn the_librarys_own_route_answers_with_the_frameworks_caller_and_problems(
     }
     let get = |path: &str, claims: bool| {
         let request = HttpApiRequest::new("GET", path);
-        let request = if claims { request.claims("librarian", "t1", "") } else { request };
+        let request = if claims {
+            request.claims("librarian", "t1", "")
+        } else {
+            request
+        };
         request.request()
     };
     let answer = |response: lambda_http::Response<lambda_http::Body>| {
@@ -112,13 +129,117 @@ async fn the_librarys_own_route_answers_with_the_frameworks_caller_and_problems(
         };
         (status, body)
     };
-    let (status, body) =
-        answer(library::member_loans(&app.store, CallerMode::Jwt, get("/members/m7/loans", true)).await);
-    assert_eq!((status, body), (200, json!({"memberId": "m7", "loansOut": 2})));
-    let (status, body) =
-        answer(library::member_loans(&app.store, CallerMode::Jwt, get("/members/m7/loans", false)).await);
-    assert_eq!((status, &body["type"]), (401, &json!("urn:cqrs:problem:unauthenticated")));
+    let (status, body) = answer(
+        library::member_loans(&app.store, CallerMode::Jwt, get("/members/m7/loans", true)).await,
+    );
+    assert_eq!(
+        (status, body),
+        (200, json!({"memberId": "m7", "loansOut": 2}))
+    );
+    let (status, body) = answer(
+        library::member_loans(&app.store, CallerMode::Jwt, get("/members/m7/loans", false)).await,
+    );
+    assert_eq!(
+        (status, &body["type"]),
+        (401, &json!("urn:cqrs:problem:unauthenticated"))
+    );
     let (status, body) =
         answer(library::member_loans(&app.store, CallerMode::Jwt, get("/members/m7", true)).await);
-    assert_eq!((status, &body["type"]), (404, &json!("urn:cqrs:problem:not-found")));
+    assert_eq!(
+        (status, &body["type"]),
+        (404, &json!("urn:cqrs:problem:not-found"))
+    );
+}
+
+#[tokio::test]
+async fn loans_are_projected_fed_to_the_librarys_target_once_per_version_and_listed_by_their_pattern()
+ {
+    let (app, tables) = library().await;
+    let (status, first) = send(&app, "POST", loan("m3", "c1")).await;
+    assert_eq!(status, 202, "{first}");
+    let (status, second) = send(&app, "POST", loan("m3", "c2")).await;
+    assert_eq!(status, 202, "{second}");
+    let first_id = first["sk"]
+        .as_str()
+        .unwrap()
+        .split('@')
+        .next()
+        .unwrap()
+        .to_string();
+    let back = json!({"entity": "loan", "version": 1,
+        "attributes": {"loanId": first_id, "status": "returned"}});
+    assert_eq!(send(&app, "PATCH", back).await.0, 202);
+
+    // data-sync as the library's binary wires it, on the command table's real stream.
+    let records = tables.command_stream_records(3).await;
+    let arn = tables.command_stream_arn().await;
+    let event = cqrs_testkit::stream_event::lambda_event(&records, &arn).unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let sync = cqrs_data_sync::DataSync::new(app.store.clone()).with_target(
+        library::LoanFeed::new(move |e| sink.lock().unwrap().push(e.clone())),
+    );
+    let response = sync.handle(event.clone()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let versions = |events: &[library::LoanEvent]| {
+        let mut v: Vec<(String, i64)> = events
+            .iter()
+            .map(|e| (e.loan_id.clone(), e.version))
+            .collect();
+        v.sort();
+        v
+    };
+    let second_id = second["sk"]
+        .as_str()
+        .unwrap()
+        .split('@')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut want = vec![
+        (first_id.clone(), 1),
+        (first_id.clone(), 2),
+        (second_id.clone(), 1),
+    ];
+    want.sort();
+    assert_eq!(versions(&seen.lock().unwrap()), want, "once per version");
+
+    // A replay of the batch reaches the target again (at least once), never as current.
+    seen.lock().unwrap().clear();
+    let response = sync.handle(event).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let replayed = seen.lock().unwrap().clone();
+    assert_eq!(versions(&replayed), want);
+    assert!(replayed.iter().all(|e| !e.current), "{replayed:?}");
+
+    // The member's loans through the library's access pattern, newest state of each.
+    let model = cqrs_model::Model::parse(library::MODEL).unwrap();
+    let query = cqrs_query_handler::App::with_model(app.store.clone(), CallerMode::Jwt, model);
+    let request = HttpApiRequest::new("GET", "/query/loans_of_member?memberId=m3")
+        .claims("librarian", "t1", "")
+        .request();
+    let response = cqrs_query_handler::handle(&query, request).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let page: Value = match response.body() {
+        lambda_http::Body::Text(text) => serde_json::from_str(text).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let mut listed: Vec<(String, String)> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["attributes"]["loanId"].as_str().unwrap().to_string(),
+                i["attributes"]["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    listed.sort();
+    let mut expected = vec![
+        (first_id, "returned".to_string()),
+        (second_id, "out".to_string()),
+    ];
+    expected.sort();
+    assert_eq!(listed, expected, "{page}");
 }
