@@ -225,8 +225,45 @@ def map_case(ctx, case):
     return case
 
 
+# cargo lambda watch, the local stand-in for API Gateway, now and then answers an ordinary request
+# with a 500 of its own (its `ServerError` problem document, type https://httpstatuses.com/500) before
+# or after the function ran: CI met it on `GET /items/PRODUCT%23t1` with nothing odd in the request,
+# and the same request answers at once when sent again. Our functions never answer that document
+# (their problems are `urn:cqrs:problem:*`). Such an answer is sent again, once, at most
+# MAX_EMULATOR_RETRIES times a run, and every retry is printed and counted; a 500 of ours, a second
+# emulator 500 in a row, or more retries than that still fail the run.
+EMULATOR_500 = b'{"type":"https://httpstatuses.com/500"'
+MAX_EMULATOR_RETRIES = 3
+EMULATOR_RETRIES: list = []
+
+
+def _is_emulator_failure(status_code, content) -> bool:
+    return status_code == 500 and bytes(content).startswith(EMULATOR_500)
+
+
+def _send_again(response) -> None:
+    """Sends `response`'s request again and puts the new answer in its place."""
+    from schemathesis.core.transport import Response
+
+    request = response.request
+    EMULATOR_RETRIES.append(f"{request.method} {request.url}")
+    print(f"conformance: cargo lambda watch answered its own 500 to {request.method} {request.url}; "
+          "sent again", flush=True)
+    with requests.Session() as session:
+        again = session.send(request, timeout=60)
+    fresh = Response.from_requests(again, response.verify)
+    for slot in Response.__slots__:
+        if hasattr(fresh, slot):
+            setattr(response, slot, getattr(fresh, slot))
+        elif hasattr(response, slot):
+            delattr(response, slot)
+
+
 @schemathesis.hook
 def after_call(ctx, case, response):
+    if (_is_emulator_failure(response.status_code, response.content)
+            and len(EMULATOR_RETRIES) < MAX_EMULATOR_RETRIES):
+        _send_again(response)
     label = f"{case.operation.method.upper()} {case.operation.path}"
     counts = COUNTS.setdefault(label, {})
     status = f"{response.status_code // 100}xx"
@@ -246,7 +283,8 @@ _seed()
 def _write_counts() -> None:
     target = os.environ.get("CONFORMANCE_COUNTS")
     if target and COUNTS:
-        pathlib.Path(target).write_text(json.dumps(COUNTS, indent=1, sort_keys=True))
+        out = {"operations": COUNTS, "emulatorRetries": EMULATOR_RETRIES}
+        pathlib.Path(target).write_text(json.dumps(out, indent=1, sort_keys=True))
 
 
 def _is_utf8(value) -> bool:

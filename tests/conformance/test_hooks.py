@@ -24,5 +24,18 @@ class HeaderFilter(unittest.TestCase):
             self.assertTrue(hooks.filter_case(None, _case(headers)), headers)
 
 
+class EmulatorFailure(unittest.TestCase):
+    # Only cargo lambda watch's own problem document is sent again; a 500 of ours never is.
+    def test_the_emulators_own_500_is_recognised(self):
+        body = b'{"type":"https://httpstatuses.com/500","status":500,"title":"Internal Server Error"}'
+        self.assertTrue(hooks._is_emulator_failure(500, body))
+
+    def test_our_own_answers_are_not(self):
+        ours = b'{"type":"urn:cqrs:problem:internal","title":"Internal error","status":500}'
+        self.assertFalse(hooks._is_emulator_failure(500, ours))
+        self.assertFalse(hooks._is_emulator_failure(200, b'{"type":"https://httpstatuses.com/500"}'))
+        self.assertFalse(hooks._is_emulator_failure(500, b""))
+
+
 if __name__ == "__main__":
     unittest.main()
