@@ -1,5 +1,5 @@
 //! The example service's model checks, and is the framework's example fixture
-//! ([`cqrs_model::Model::example`] is this file, through a link in the model crate).
+//! ([`cqrs_model::Model::example`] is this file: `model.toml` links to the model crate's fixture).
 
 #[test]
 fn the_service_model_checks_and_is_the_framework_example() {
