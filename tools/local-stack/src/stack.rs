@@ -1,77 +1,38 @@
-//! `local-stack`: the commands behind `make dev` (see `scripts/dev.sh`).
-//!
-//! ```text
-//! local-stack create-tables PREFIX
-//!     Creates the tables of template.yaml, named as the template names them with Prefix=PREFIX,
-//!     in the DynamoDB that AWS_ENDPOINT_URL_DYNAMODB points at (it must be local). When it created
-//!     the command, data, history and idempotency tables, it marks their heads complete, as a new
-//!     stack's first command would.
-//! local-stack stream-mapper TABLE INVOKE_URL [FUNCTION]
-//!     Plays the template's stream mapping locally: reads TABLE's stream and invokes FUNCTION
-//!     (default data-sync) at INVOKE_URL (cargo lambda watch, e.g. http://127.0.0.1:9000) with
-//!     the template's batch size, batching window and retry count. Records that fail every retry
-//!     go to STREAM_FAILURES_FILE (default .local/stream-failures.jsonl).
-//! local-stack parked TABLE TENANT [ITEM_ID]
-//!     Lists the records data-sync parked in TABLE (e.g. local-parked) for TENANT (`unknown`: records
-//!     that named no tenant), of one item when ITEM_ID is given, one JSON object per line.
-//! ```
+//! The local stack's tables and stream mapping, as `cqrs dev` runs them: the tables of the
+//! service's `template.yaml` created in DynamoDB Local, the records data-sync parked, and the loop
+//! that plays the template's event source mapping (the command table's stream into data-sync through
+//! `cargo lambda watch`'s Invoke endpoint).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodbstreams::types::Record;
-use cqrs_testkit::{tables, template};
-use local_stack::{
+use cqrs_testkit::tables;
+/// The template's tables, as [`create_tables`] takes them (`template::load_template`).
+pub use cqrs_testkit::template;
+
+use crate::{
     invoke::HttpInvoker,
     mapper::{MapperConfig, deliver},
     stream::StreamReader,
 };
 
-const USAGE: &str = "usage:
-  local-stack create-tables PREFIX
-  local-stack stream-mapper TABLE INVOKE_URL [FUNCTION]
-  local-stack parked TABLE TENANT [ITEM_ID]";
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_target(false)
-        .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        ["create-tables", prefix] => create_tables(prefix).await,
-        ["stream-mapper", table, url] => stream_mapper(table, url, "data-sync").await,
-        ["stream-mapper", table, url, function] => stream_mapper(table, url, function).await,
-        ["parked", table, tenant] => parked(table, tenant, None).await,
-        ["parked", table, tenant, item] => parked(table, tenant, Some(item)).await,
-        _ => Err(USAGE.to_string()),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("local-stack: {message}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn create_tables(prefix: &str) -> Result<(), String> {
-    let client = cqrs_testkit::endpoint::client_for(
-        &cqrs_testkit::endpoint::local_endpoint().map_err(|e| e.to_string())?,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+/// Creates the tables of `specs` (a service's `template.yaml`, [`template::load_template`]), named
+/// as the template names them with `Prefix=prefix`, in the DynamoDB Local at `endpoint` (it must be
+/// local). Returns one line per table, and the name of each table by its logical id. When it
+/// created the command, data, history and idempotency tables, it marks their heads complete, as a
+/// new stack's first command would.
+pub async fn create_tables(
+    endpoint: &str,
+    specs: &[template::TableSpec],
+    prefix: &str,
+) -> Result<(Vec<String>, HashMap<String, String>), String> {
+    cqrs_testkit::endpoint::check_local_endpoint(endpoint).map_err(|e| e.to_string())?;
+    let client = cqrs_testkit::endpoint::client_for(endpoint)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut lines = Vec::new();
     // Every page of table names: a DynamoDB Local that tests have used holds more than one.
     let mut existing = Vec::new();
     let mut pages = client.list_tables().into_paginator().send();
@@ -85,18 +46,20 @@ async fn create_tables(prefix: &str) -> Result<(), String> {
         existing.extend(page.table_names().iter().cloned());
     }
     let mut created = HashMap::new();
-    for spec in template::workspace_tables().map_err(|e| e.to_string())? {
+    let mut names = HashMap::new();
+    for spec in specs {
         let name = spec
             .table_name(&[("Prefix", prefix)])
             .ok_or_else(|| format!("{} has no TableName in template.yaml", spec.logical_id))?;
+        names.insert(spec.logical_id.clone(), name.clone());
         if existing.contains(&name) {
-            println!("table {name} ({}) exists", spec.logical_id);
+            lines.push(format!("table {name} ({}) exists", spec.logical_id));
             continue;
         }
-        tables::create_table(&client, &spec, &name)
+        tables::create_table(&client, spec, &name)
             .await
             .map_err(|e| e.to_string())?;
-        println!("table {name} ({}) created", spec.logical_id);
+        lines.push(format!("table {name} ({}) created", spec.logical_id));
         created.insert(spec.logical_id.clone(), name);
     }
     // A new stack starts with its heads complete (a create is one transaction), as the command
@@ -114,24 +77,26 @@ async fn create_tables(prefix: &str) -> Result<(), String> {
             cqrs_store::Tables::new(command, data, history, idempotency),
         );
         let state = store
-            .mark_heads(
-                cqrs_store::HeadsState::Complete,
-                "local-stack create-tables",
-            )
+            .mark_heads(cqrs_store::HeadsState::Complete, "cqrs dev")
             .await
             .map_err(|e| e.to_string())?;
-        println!("heads {} (new tables)", state.as_str());
+        lines.push(format!("heads {} (new tables)", state.as_str()));
     }
-    Ok(())
+    Ok((lines, names))
 }
 
-/// Prints the parked records of `tenant` (of one item when `item` is given) in `table`.
-async fn parked(table: &str, tenant: &str, item: Option<&str>) -> Result<(), String> {
-    let client = cqrs_testkit::endpoint::client_for(
-        &cqrs_testkit::endpoint::local_endpoint().map_err(|e| e.to_string())?,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+/// Prints the parked records of `tenant` (`unknown`: records that named no tenant; of one item
+/// when `item` is given) in `table`, one JSON object per line.
+pub async fn parked(
+    endpoint: &str,
+    table: &str,
+    tenant: &str,
+    item: Option<&str>,
+) -> Result<(), String> {
+    cqrs_testkit::endpoint::check_local_endpoint(endpoint).map_err(|e| e.to_string())?;
+    let client = cqrs_testkit::endpoint::client_for(endpoint)
+        .await
+        .map_err(|e| e.to_string())?;
     // Only the parked table is read; the other names are never used here.
     let tables = cqrs_store::Tables::new("-", "-", "-", "-").with_parked(table);
     let store = cqrs_store::Store::new(client, tables);
@@ -160,7 +125,7 @@ fn mapping_config() -> Result<MapperConfig, String> {
     let path = template::service_template();
     let text =
         std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let settings = local_stack::mapping::stream_mapping_settings(&text)?;
+    let settings = crate::mapping::stream_mapping_settings(&text)?;
     let mut config = MapperConfig {
         batch_size: settings.batch_size,
         batching_window: settings.batching_window,
@@ -179,7 +144,11 @@ struct Pending {
     since: Option<Instant>,
 }
 
-async fn stream_mapper(table: &str, url: &str, function: &str) -> Result<(), String> {
+/// Plays the template's stream mapping until SIGTERM or Ctrl-C: reads `table`'s stream and invokes
+/// `function` at `url` (`cargo lambda watch`, e.g. `http://127.0.0.1:9000`) with the template's
+/// batch size, batching window and retry count. Records that fail every retry go to
+/// `$STREAM_FAILURES_FILE` (default `.local/stream-failures.jsonl`).
+pub async fn stream_mapper(table: &str, url: &str, function: &str) -> Result<(), String> {
     let config = mapping_config()?;
     let endpoint = cqrs_testkit::endpoint::local_endpoint().map_err(|e| e.to_string())?;
     let dynamodb = cqrs_testkit::endpoint::client_for(&endpoint)
