@@ -26,5 +26,5 @@ done
 rm -rf "$cargo_home"/registry/src/-*/cqrs-*
 
 cargo package --workspace --locked --allow-dirty \
-    --exclude cqrs-example-shop --exclude reliability --exclude bench-floor --exclude local-stack \
+    --exclude cqrs-example-shop --exclude reliability --exclude bench-floor \
     --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false'

