@@ -92,7 +92,10 @@ impl Api {
             .await
             .expect("the answer's body")
             .to_bytes();
-        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
     }
 
     /// GETs `path` as a caller of `tenant` until `done` holds for its answer (projection is

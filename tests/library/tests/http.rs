@@ -22,7 +22,9 @@ fn loan(member: &str, copy: &str) -> Value {
 /// request again).
 async fn settle(api: &Api, tenant: &str, method: &str, body: Value) -> (u16, Value) {
     loop {
-        let (status, answer) = api.call(method, "/commands", tenant, Some(body.clone())).await;
+        let (status, answer) = api
+            .call(method, "/commands", tenant, Some(body.clone()))
+            .await;
         if answer["type"] != "urn:cqrs:problem:write-conflict" {
             return (status, answer);
         }

@@ -289,7 +289,10 @@ mod tests {
         assert_eq!(toml_string("a\"b\\c"), r#""a\"b\\c""#);
         // The operator CLI comes from the same source as the crates.
         assert_eq!(path.cli_install(), "--path ../fw/tools/cli");
-        assert_eq!(git.cli_install(), "--git https://example.org/fw.git cqrs-cli");
+        assert_eq!(
+            git.cli_install(),
+            "--git https://example.org/fw.git cqrs-cli"
+        );
         assert_eq!(
             Framework::Version("0.1".into()).cli_install(),
             "cqrs-cli --version 0.1"
