@@ -6,8 +6,9 @@
 //! version it builds on ([`HookCommand::stored`], read only when the command needs it anyway: a
 //! create stays one round trip). It may:
 //!
-//! - **refuse** the command with a problem document of its choosing ([`ApiError::refused`], a
-//!   4xx); nothing is written;
+//! - **refuse** the command with a problem document of its choosing ([`ApiError::refused`], with
+//!   one of the statuses the HTTP contract documents for commands, [`cqrs_problem::REFUSAL_STATUSES`]);
+//!   nothing is written;
 //! - **adjust attributes** ([`HookCommand::set_attribute`], [`HookCommand::remove_attribute`]);
 //!   the model checks the item again and computes its index keys again afterwards;
 //! - **guard** the write with conditions of the same transaction ([`HookCommand::counter`],

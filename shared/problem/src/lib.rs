@@ -117,10 +117,11 @@ pub enum ApiError {
     #[error("internal error: {0}")]
     Internal(String),
     /// A 4xx of the service's choosing: one of its rules (a command hook) refused the request, and
-    /// nothing was written. Made by [`ApiError::refused`], which keeps the status a 4xx.
+    /// nothing was written. Made by [`ApiError::refused`], which keeps the status one of
+    /// [`REFUSAL_STATUSES`].
     #[error("{detail}")]
     Refused {
-        /// The HTTP status, 400 to 499.
+        /// The HTTP status, one of [`REFUSAL_STATUSES`].
         status: u16,
         /// The problem `type` URI.
         problem_type: String,
@@ -131,10 +132,22 @@ pub enum ApiError {
     },
 }
 
+/// The statuses a service's rule (a command hook) may refuse a command with: the 4xx statuses the
+/// HTTP contract (`openapi.yaml`) documents for every operation that runs the hooks (`POST` and
+/// `PATCH /commands`, `POST /master-data/copy`), so that a service's refusals stay inside the
+/// contract its clients are generated from. The operator CLI's OpenAPI test holds the two equal.
+///
+/// ```
+/// assert!(cqrs_problem::REFUSAL_STATUSES.contains(&409));
+/// assert!(!cqrs_problem::REFUSAL_STATUSES.contains(&418));
+/// ```
+pub const REFUSAL_STATUSES: [u16; 5] = [400, 403, 404, 409, 422];
+
 impl ApiError {
-    /// A refusal of the service's own (a command hook's): `status` must be a 4xx (anything else
-    /// becomes a 500: a rule that refuses a request says what the caller did, never that we
-    /// failed), `problem_type` a URI the service documents, `title` short and stable.
+    /// A refusal of the service's own (a command hook's): `status` must be one of
+    /// [`REFUSAL_STATUSES`] (400, 403, 404, 409, 422; anything else becomes a 500: a rule that
+    /// refuses a request says what the caller did, never that we failed, and in a status the
+    /// contract documents), `problem_type` a URI the service documents, `title` short and stable.
     ///
     /// ```
     /// let e = cqrs_problem::ApiError::refused(409, "urn:library:loan-limit", "Loan limit", "m1 holds 3 loans");
@@ -142,6 +155,8 @@ impl ApiError {
     /// let p = e.problem("r-1");
     /// assert_eq!((p.problem_type.as_str(), p.title.as_str()), ("urn:library:loan-limit", "Loan limit"));
     /// assert_eq!(cqrs_problem::ApiError::refused(200, "x", "y", "z").status(), 500);
+    /// // A 4xx the contract does not document for commands is a fault of the service's rule too.
+    /// assert_eq!(cqrs_problem::ApiError::refused(418, "x", "y", "z").status(), 500);
     /// ```
     pub fn refused(
         status: u16,
@@ -150,9 +165,10 @@ impl ApiError {
         detail: impl Into<String>,
     ) -> Self {
         let detail = detail.into();
-        if !(400..500).contains(&status) {
+        if !REFUSAL_STATUSES.contains(&status) {
             return ApiError::Internal(format!(
-                "a service rule refused with status {status}, which is not a 4xx: {detail}"
+                "a service rule refused with status {status}, which is not one the HTTP contract \
+                 documents for a command ({REFUSAL_STATUSES:?}): {detail}"
             ));
         }
         ApiError::Refused {

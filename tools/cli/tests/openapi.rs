@@ -259,3 +259,23 @@ description = "a member's loans by due date"
         "queryLoansOfMember"
     );
 }
+
+#[test]
+fn every_status_a_command_hook_may_refuse_with_is_in_the_contract_of_every_operation_it_runs_in() {
+    let doc = example_document();
+    for (path, method) in [
+        ("/commands", "post"),
+        ("/commands", "patch"),
+        ("/master-data/copy", "post"),
+    ] {
+        let responses = &doc["paths"][path][method]["responses"];
+        for status in cqrs_problem::REFUSAL_STATUSES {
+            let response = &responses[status.to_string().as_str()];
+            assert_eq!(
+                response["$ref"],
+                Value::from("#/components/responses/Problem"),
+                "{method} {path} documents {status} (a command hook's refusal) as a problem document"
+            );
+        }
+    }
+}
