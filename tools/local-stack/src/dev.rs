@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::dynamodb_local::{self, Install, answers_http, is_live, port_busy, stop_group};
+use crate::dynamodb_local::{self, Install, answers_http, is_live, port_busy, stop_group, tail};
 
 /// What the command line of the functions' process holds.
 const FUNCTIONS_MARKER: &str = "watch";
@@ -191,7 +191,7 @@ impl Dev {
             if !matches!(functions.try_wait(), Ok(None)) || Instant::now() > deadline {
                 return Err(DevError::Step(format!(
                     "cargo lambda watch did not answer on {api}:\n{}",
-                    tail(&self.state.join("functions.log"))
+                    tail(&self.state.join("functions.log"), 30)
                 )));
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -223,7 +223,7 @@ impl Dev {
         if !matches!(mapper.try_wait(), Ok(None)) {
             return Err(DevError::Step(format!(
                 "the stream mapper stopped:\n{}",
-                tail(&self.state.join("stream-mapper.log"))
+                tail(&self.state.join("stream-mapper.log"), 30)
             )));
         }
         lines.push(format!(
@@ -320,12 +320,6 @@ fn pid_of(state: &Path, name: &str, marker: &str) -> Option<u32> {
         .parse()
         .ok()?;
     is_live(pid, marker).then_some(pid)
-}
-
-fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 /// Stops the stack of `state`: the stream mapper, the functions, and every DynamoDB Local started

@@ -464,7 +464,7 @@ fn start_on(jar_dir: &Path, state: &Path, port: u16) -> Result<Instance, Error> 
             let _ = std::fs::remove_file(&pid_path);
             return Err(Error::NotStarted {
                 port,
-                detail: format!("it exited ({status}): {}", tail(&log_path)),
+                detail: format!("it exited ({status}): {}", tail(&log_path, 20)),
             });
         }
         if answers_http(port) {
@@ -481,17 +481,18 @@ fn start_on(jar_dir: &Path, state: &Path, port: u16) -> Result<Instance, Error> 
             let _ = std::fs::remove_file(&pid_path);
             return Err(Error::NotStarted {
                 port,
-                detail: format!("no answer after {timeout:?}: {}", tail(&log_path)),
+                detail: format!("no answer after {timeout:?}: {}", tail(&log_path, 20)),
             });
         }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-fn tail(path: &Path) -> String {
+/// The last `count` lines of the log at `path` (none when it cannot be read), for error messages.
+pub(crate) fn tail(path: &Path, count: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
+    lines[lines.len().saturating_sub(count)..].join("\n")
 }
 
 /// The instances started from `state` that are still running, by port.
