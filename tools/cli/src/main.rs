@@ -28,6 +28,7 @@ mod new;
 mod openapi;
 mod ops;
 mod report;
+mod sql;
 
 /// Operate a cqrs-dynamo deployment: its entity model first.
 #[derive(Parser)]
@@ -136,6 +137,23 @@ enum ModelCommand {
         #[arg(long, default_value = "cqrs")]
         prefix: String,
     },
+    /// The relational read model's PostgreSQL schema for the model: a table per entity (keys,
+    /// tenant, version, audit columns, soft delete, a typed column per declared attribute with its
+    /// constraints, the rest as jsonb), a generic table, row-level security per tenant. Without
+    /// --migrations: print the whole DDL. With it: write the folder's next migration
+    /// (V<n>__model.sql, and schema.json), or say it is up to date; with --check, write nothing
+    /// and exit 1 when the model changed since the last migration.
+    Sql {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+        /// The service's migrations folder.
+        #[arg(long)]
+        migrations: Option<PathBuf>,
+        /// With --migrations: only check that they are up to date.
+        #[arg(long, requires = "migrations")]
+        check: bool,
+    },
     /// Print the HTTP API's OpenAPI 3.0 document for the model: the routes every deployment has,
     /// the command bodies and items of each entity, and one path per access pattern
     /// (`cqrs model openapi > openapi.yaml`).
@@ -239,6 +257,18 @@ fn main() -> ExitCode {
                 Err(code) => code,
             }
         }
+        Command::Model(ModelCommand::Sql {
+            file,
+            migrations,
+            check,
+        }) => match load(&file) {
+            Ok(Ok(model)) => sql::run(&model, migrations.as_deref(), check),
+            Ok(Err(errors)) => {
+                eprintln!("{}: {errors}", file.display());
+                ExitCode::from(1)
+            }
+            Err(code) => code,
+        },
         Command::New {
             dir,
             name,

@@ -1,0 +1,11 @@
+//! The relational read model of a service: a copy of its data table in PostgreSQL, for what
+//! DynamoDB's access patterns do not answer (free filters and sorting, counts, reports across
+//! entities).
+//!
+//! - [`schema`]: the schema of a model: a table per entity, typed columns with the model's
+//!   constraints, a generic table, row-level security per tenant.
+//! - [`migrate`]: versioned migrations from one model revision to the next.
+#![forbid(unsafe_code)]
+
+pub mod migrate;
+pub mod schema;

@@ -1,0 +1,322 @@
+//! Versioned migrations of the relational read model, from one model revision to the next.
+//!
+//! A service keeps them in a folder (`migrations/`): `V1__model.sql`, `V2__model.sql`, ... in
+//! refinery's naming (the library that applies them, in order, once each, recording them in its
+//! history table), and `schema.json`, the schema the last of them leads to. [`next`] compares the
+//! model's schema with that file and writes what the next migration must do:
+//!
+//! - a new entity: its table;
+//! - a new attribute: its column (nullable: rows already there lack it; a version that lacks a
+//!   required attribute goes to the generic table instead, see `crate::rows`);
+//! - a changed constraint (length, enum values, width) or requiredness: the check replaced `NOT
+//!   VALID` (rows already there are not checked again), `NOT NULL` dropped;
+//! - a removed attribute or entity: kept, so no data is lost (its column is made nullable);
+//! - a changed type: refused, with what to do by hand.
+//!
+//! ```
+//! use cqrs_sql::{migrate, schema::Schema};
+//! let v1 = Schema::of(&cqrs_model::Model::parse(r#"
+//! [entities.task]
+//! pk = "TASK#{tenant}"
+//! sk = "{taskId}"
+//! attributes.taskId = { type = "string", required = true }
+//! "#).unwrap());
+//! let v2 = Schema::of(&cqrs_model::Model::parse(r#"
+//! [entities.task]
+//! pk = "TASK#{tenant}"
+//! sk = "{taskId}"
+//! attributes.taskId = { type = "string", required = true }
+//! attributes.owner = { type = "string", max = 64 }
+//! "#).unwrap());
+//! let sql = migrate::plan(Some(&v1), &v2).unwrap().unwrap();
+//! assert!(sql.contains(r#"ALTER TABLE "task" ADD COLUMN IF NOT EXISTS "owner" text CHECK (octet_length("owner") <= 64);"#));
+//! assert_eq!(migrate::plan(Some(&v2), &v2).unwrap(), None);
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::schema::{Column, Schema, create_table, ident};
+
+/// The schema file of a migrations folder.
+pub const SCHEMA_FILE: &str = "schema.json";
+
+/// Why a migration could not be planned or written.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// A column changes its type: data would have to be converted, which a generated migration
+    /// does not guess.
+    #[error(
+        "{table}.{column}: the type changes from {from} to {to}; write that migration by hand \
+         (convert or move the column), then update {SCHEMA_FILE}"
+    )]
+    TypeChange {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// The old SQL type.
+        from: String,
+        /// The new SQL type.
+        to: String,
+    },
+    /// The folder or a file in it could not be read or written.
+    #[error("{path}: {detail}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+/// The SQL of the migration from `old` (the schema the last migration leads to; `None`: there is
+/// none yet) to `new`, or `None` when there is nothing to do.
+pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, MigrateError> {
+    let Some(old) = old else {
+        return Ok(Some(new.ddl()));
+    };
+    let mut steps: Vec<String> = Vec::new();
+    for table in &new.tables {
+        let Some(before) = old.table(&table.name) else {
+            steps.push(format!(
+                "-- new entity {}{}",
+                table.name,
+                create_table(&table.name, &table.columns, table.common_readable)
+            ));
+            continue;
+        };
+        let name = ident(&table.name);
+        for column in &table.columns {
+            match before.columns.iter().find(|c| c.name == column.name) {
+                None => {
+                    let nullable = Column {
+                        required: false,
+                        ..column.clone()
+                    };
+                    steps.push(format!(
+                        "ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {};",
+                        nullable.definition()
+                    ));
+                }
+                Some(was) if was.sql_type != column.sql_type => {
+                    return Err(MigrateError::TypeChange {
+                        table: table.name.clone(),
+                        column: column.name.clone(),
+                        from: was.sql_type.clone(),
+                        to: column.sql_type.clone(),
+                    });
+                }
+                Some(was) => {
+                    if was.check != column.check {
+                        let check = column.check_name(&table.name);
+                        steps.push(format!(
+                            "ALTER TABLE {name} DROP CONSTRAINT IF EXISTS {check};"
+                        ));
+                        if let Some(expression) = &column.check {
+                            steps.push(format!(
+                                "ALTER TABLE {name} ADD CONSTRAINT {check} CHECK ({expression}) NOT VALID;"
+                            ));
+                        }
+                    }
+                    if was.required && !column.required {
+                        steps.push(format!(
+                            "ALTER TABLE {name} ALTER COLUMN {} DROP NOT NULL;",
+                            ident(&column.name)
+                        ));
+                    }
+                    if !was.required && column.required {
+                        steps.push(format!(
+                            "-- {}.{} is required from now on: versions without it go to the generic table; \
+                             rows already there keep NULL",
+                            table.name, column.name
+                        ));
+                    }
+                }
+            }
+        }
+        for was in &before.columns {
+            if !table.columns.iter().any(|c| c.name == was.name) && was.required {
+                steps.push(format!(
+                    "-- {}.{} is no longer declared: its column stays, with its data\n\
+                     ALTER TABLE {name} ALTER COLUMN {} DROP NOT NULL;",
+                    table.name,
+                    was.name,
+                    ident(&was.name)
+                ));
+            }
+        }
+        if before.common_readable != table.common_readable {
+            steps.push(crate::schema::tenant_policy(
+                &table.name,
+                table.common_readable,
+            ));
+        }
+    }
+    for before in &old.tables {
+        if new.table(&before.name).is_none() {
+            steps.push(format!(
+                "-- entity {} is no longer declared: its table stays, with its data",
+                before.name
+            ));
+        }
+    }
+    if steps.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "-- The relational read model: the changes of model.toml since the last migration (cqrs model sql).\n{}\n",
+        steps.join("\n")
+    )))
+}
+
+/// The migrations of a folder, in order: (version, file name, SQL).
+pub fn read_dir(dir: &Path) -> Result<Vec<(u32, String, String)>, MigrateError> {
+    let io = |path: &Path, e: std::io::Error| MigrateError::Io {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    };
+    let mut found = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
+        Err(e) => return Err(io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(version) = name
+            .strip_prefix('V')
+            .and_then(|rest| rest.split_once("__"))
+            .filter(|(_, rest)| rest.ends_with(".sql"))
+            .and_then(|(v, _)| v.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let sql = std::fs::read_to_string(entry.path()).map_err(|e| io(&entry.path(), e))?;
+        found.push((version, name, sql));
+    }
+    found.sort_by_key(|(version, _, _)| *version);
+    Ok(found)
+}
+
+/// The schema the folder's migrations lead to (its `schema.json`), if it has one.
+pub fn recorded(dir: &Path) -> Result<Option<Schema>, MigrateError> {
+    let path = dir.join(SCHEMA_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| MigrateError::Io {
+                path,
+                detail: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(MigrateError::Io {
+            path,
+            detail: e.to_string(),
+        }),
+    }
+}
+
+/// Writes the next migration for `schema` into `dir` (`V<n+1>__model.sql`) and records `schema`
+/// in its `schema.json`; returns the file written, or `None` when the folder is up to date.
+pub fn next(dir: &Path, schema: &Schema) -> Result<Option<PathBuf>, MigrateError> {
+    let old = recorded(dir)?;
+    let Some(sql) = plan(old.as_ref(), schema)? else {
+        return Ok(None);
+    };
+    let version = read_dir(dir)?.last().map_or(1, |(v, _, _)| v + 1);
+    let io = |path: &Path, e: std::io::Error| MigrateError::Io {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let file = dir.join(format!("V{version}__model.sql"));
+    std::fs::write(&file, sql).map_err(|e| io(&file, e))?;
+    let json = serde_json::to_string_pretty(schema).expect("a schema serialises") + "\n";
+    let path = dir.join(SCHEMA_FILE);
+    std::fs::write(&path, json).map_err(|e| io(&path, e))?;
+    Ok(Some(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(text: &str) -> Schema {
+        Schema::of(&cqrs_model::Model::parse(text).unwrap())
+    }
+
+    const V1: &str = r#"
+[entities.loan]
+pk = "LOAN#{tenant}"
+sk = "{loanId}"
+attributes.loanId = { type = "string", required = true, max = 26 }
+attributes.status = { type = "enum", values = ["out", "returned"], required = true }
+attributes.fee = { type = "number" }
+"#;
+
+    #[test]
+    fn a_model_change_becomes_the_statements_that_keep_every_row() {
+        let v2 = r#"
+[entities.loan]
+pk = "LOAN#{tenant}"
+sk = "{loanId}"
+attributes.loanId = { type = "string", required = true, max = 26 }
+attributes.status = { type = "enum", values = ["out", "returned", "lost"] }
+attributes.due = { type = "timestamp", required = true }
+
+[entities.member]
+pk = "MEMBER#{tenant}"
+sk = "{memberId}"
+attributes.memberId = { type = "string", required = true }
+"#;
+        let sql = plan(Some(&schema(V1)), &schema(v2)).unwrap().unwrap();
+        for needle in [
+            r#"ALTER TABLE "loan" ADD COLUMN IF NOT EXISTS "due" timestamptz;"#,
+            r#"ALTER TABLE "loan" DROP CONSTRAINT IF EXISTS "loan_status_check";"#,
+            r#"ALTER TABLE "loan" ADD CONSTRAINT "loan_status_check" CHECK ("status" IN ('out', 'returned', 'lost')) NOT VALID;"#,
+            r#"ALTER TABLE "loan" ALTER COLUMN "status" DROP NOT NULL;"#,
+            "-- new entity member",
+            r#"CREATE TABLE IF NOT EXISTS "member" ("#,
+        ] {
+            assert!(sql.contains(needle), "{needle}\n{sql}");
+        }
+        // fee is gone from the model, its column (nullable already) stays: nothing to drop.
+        assert!(!sql.contains("DROP COLUMN"), "{sql}");
+    }
+
+    #[test]
+    fn a_type_change_is_refused() {
+        let v2 = V1.replace(
+            r#"attributes.fee = { type = "number" }"#,
+            r#"attributes.fee = { type = "string" }"#,
+        );
+        let error = plan(Some(&schema(V1)), &schema(&v2)).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("loan.fee: the type changes from numeric to text"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_folder_gets_its_migrations_in_order_and_is_then_up_to_date() {
+        let dir = std::env::temp_dir().join(format!("cqrs-sql-migrate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = next(&dir, &schema(V1)).unwrap().unwrap();
+        assert!(first.ends_with("V1__model.sql"));
+        assert_eq!(next(&dir, &schema(V1)).unwrap(), None, "up to date");
+        let v2 = format!("{V1}attributes.due = {{ type = \"timestamp\" }}\n");
+        let second = next(&dir, &schema(&v2)).unwrap().unwrap();
+        assert!(second.ends_with("V2__model.sql"));
+        let files: Vec<u32> = read_dir(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|(v, _, _)| v)
+            .collect();
+        assert_eq!(files, [1, 2]);
+        assert_eq!(recorded(&dir).unwrap(), Some(schema(&v2)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

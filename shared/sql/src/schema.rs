@@ -1,0 +1,359 @@
+//! The relational schema of a model: one table per entity (the item's keys, tenant, version, audit
+//! columns and soft delete; a typed column per declared attribute with its constraints; the other
+//! attributes as `jsonb`), and one generic table for rows that match no entity, or whose values do
+//! not fit their entity's columns. Every table carries its tenant and has row-level security per
+//! tenant for the service's readers.
+//!
+//! ```
+//! let model = cqrs_model::Model::parse(r#"
+//! [entities.task]
+//! pk = "TASK#{tenant}"
+//! sk = "{taskId}"
+//! attributes.taskId = { type = "string", required = true, max = 26 }
+//! attributes.done = { type = "boolean" }
+//! "#).unwrap();
+//! let schema = cqrs_sql::schema::Schema::of(&model);
+//! let ddl = schema.ddl();
+//! assert!(ddl.contains(r#"CREATE TABLE IF NOT EXISTS "task""#));
+//! assert!(ddl.contains(r#""taskId" text NOT NULL CHECK (octet_length("taskId") <= 26)"#));
+//! assert!(ddl.contains(r#"CREATE TABLE IF NOT EXISTS "cqrs_items""#));
+//! ```
+
+use std::collections::BTreeMap;
+
+use cqrs_model::{AttrType, Attribute, Model, ReadRule};
+use serde::{Deserialize, Serialize};
+
+/// The generic table: rows of no entity, and rows whose values do not fit their entity's columns.
+pub const GENERIC_TABLE: &str = "cqrs_items";
+
+/// The role the service's readers use: it sees the rows of the tenant in the session setting
+/// [`TENANT_SETTING`] (and the shared `common` rows where the model lets every tenant read them).
+pub const READER_ROLE: &str = "cqrs_reader";
+
+/// The session setting that names the reader's tenant (`SET cqrs.tenant = 't1'`, or `set_config`).
+pub const TENANT_SETTING: &str = "cqrs.tenant";
+
+/// The columns every table has, before the entity's own: the item's envelope.
+///
+/// ```
+/// assert_eq!(cqrs_sql::schema::ENVELOPE[0].0, "pk");
+/// ```
+pub const ENVELOPE: [(&str, &str); 20] = [
+    ("pk", "text NOT NULL"),
+    ("sk", "text NOT NULL"),
+    ("id", "text NOT NULL"),
+    ("tenant_code", "text NOT NULL"),
+    ("item_type", "text NOT NULL"),
+    ("code", "text NOT NULL DEFAULT ''"),
+    ("name", "text NOT NULL DEFAULT ''"),
+    ("version", "bigint NOT NULL"),
+    ("is_deleted", "boolean NOT NULL DEFAULT false"),
+    ("seq", "bigint"),
+    ("ttl", "bigint"),
+    ("source", "text NOT NULL DEFAULT ''"),
+    ("request_id", "text NOT NULL DEFAULT ''"),
+    ("created_at", "timestamptz"),
+    ("created_by", "text NOT NULL DEFAULT ''"),
+    ("created_ip", "text NOT NULL DEFAULT ''"),
+    ("updated_at", "timestamptz"),
+    ("updated_by", "text NOT NULL DEFAULT ''"),
+    ("updated_ip", "text NOT NULL DEFAULT ''"),
+    // The attributes without a column of their own (all of them, in the generic table).
+    ("attributes", "jsonb NOT NULL DEFAULT '{}'::jsonb"),
+];
+
+/// A typed column of a declared attribute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Column {
+    /// The column's name: the attribute's, as the model spells it (quoted in SQL), or `attr_` and
+    /// the attribute's name when that is an envelope column's ([`column_name`]).
+    pub name: String,
+    /// The attribute's name in the item's `attributes`.
+    pub attribute: String,
+    /// The SQL type: `text`, `numeric`, `boolean`, `timestamptz` or `jsonb`.
+    pub sql_type: String,
+    /// `NOT NULL` (a required attribute).
+    pub required: bool,
+    /// The `CHECK` expression of its constraints (length, enum values, integer width), if any.
+    pub check: Option<String>,
+}
+
+impl Column {
+    /// The column's definition in `CREATE TABLE` / `ADD COLUMN`.
+    ///
+    /// ```
+    /// let c = cqrs_sql::schema::Column { name: "n".into(), attribute: "n".into(), sql_type: "numeric".into(), required: false, check: None };
+    /// assert_eq!(c.definition(), r#""n" numeric"#);
+    /// ```
+    pub fn definition(&self) -> String {
+        let mut out = format!("{} {}", ident(&self.name), self.sql_type);
+        if self.required {
+            out.push_str(" NOT NULL");
+        }
+        if let Some(check) = &self.check {
+            out.push_str(&format!(" CHECK ({check})"));
+        }
+        out
+    }
+
+    /// The name of its `CHECK` constraint in `table`, for a migration that changes it.
+    ///
+    /// ```
+    /// let c = cqrs_sql::schema::Column { name: "fee".into(), attribute: "fee".into(), sql_type: "numeric".into(), required: false, check: None };
+    /// assert_eq!(c.check_name("loan"), r#""loan_fee_check""#);
+    /// ```
+    pub fn check_name(&self, table: &str) -> String {
+        ident(&format!("{table}_{}_check", self.name))
+    }
+}
+
+/// One entity's table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Table {
+    /// The table's name: the entity's name.
+    pub name: String,
+    /// The entity's item `type`.
+    pub item_type: String,
+    /// Whether every tenant's readers also see its `common` rows.
+    pub common_readable: bool,
+    /// The typed columns of its declared attributes, by attribute name.
+    pub columns: Vec<Column>,
+}
+
+/// The schema of a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schema {
+    /// One table per entity, in the model's order.
+    pub tables: Vec<Table>,
+}
+
+/// The column of attribute `attribute`: its own name, unless an envelope column (or `synced_at`)
+/// has it: then `attr_` and its name.
+///
+/// ```
+/// assert_eq!(cqrs_sql::schema::column_name("price"), "price");
+/// assert_eq!(cqrs_sql::schema::column_name("code"), "attr_code");
+/// ```
+pub fn column_name(attribute: &str) -> String {
+    if ENVELOPE.iter().any(|(name, _)| *name == attribute) || attribute == "synced_at" {
+        format!("attr_{attribute}")
+    } else {
+        attribute.to_string()
+    }
+}
+
+/// A SQL identifier, always quoted (entity names such as `order` are SQL keywords).
+///
+/// ```
+/// assert_eq!(cqrs_sql::schema::ident("order"), r#""order""#);
+/// assert_eq!(cqrs_sql::schema::ident(r#"a"b"#), r#""a""b""#);
+/// ```
+pub fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A SQL string literal.
+///
+/// ```
+/// assert_eq!(cqrs_sql::schema::literal("it's"), "'it''s'");
+/// ```
+pub fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+fn column(attribute_name: &str, attribute: &Attribute) -> Column {
+    let name = column_name(attribute_name);
+    let id = ident(&name);
+    let (sql_type, check) = match attribute.ty {
+        AttrType::String => (
+            "text",
+            attribute
+                .max
+                .map(|max| format!("octet_length({id}) <= {max}")),
+        ),
+        AttrType::Enum => {
+            let values: Vec<String> = attribute.values.iter().map(|v| literal(v)).collect();
+            ("text", Some(format!("{id} IN ({})", values.join(", "))))
+        }
+        AttrType::Number => (
+            "numeric",
+            attribute
+                .width
+                .map(|width| format!("{id} >= 0 AND {id} < 1e{width} AND {id} = trunc({id})")),
+        ),
+        AttrType::Boolean => ("boolean", None),
+        AttrType::Timestamp => ("timestamptz", None),
+        AttrType::Map | AttrType::List => ("jsonb", None),
+    };
+    Column {
+        attribute: attribute_name.to_string(),
+        name,
+        sql_type: sql_type.to_string(),
+        required: attribute.required,
+        check,
+    }
+}
+
+impl Schema {
+    /// The schema of `model`.
+    pub fn of(model: &Model) -> Schema {
+        Schema {
+            tables: model
+                .entities()
+                .iter()
+                .map(|entity| Table {
+                    name: entity.name.clone(),
+                    item_type: entity.item_type.clone(),
+                    common_readable: entity.common && entity.read_rule() == ReadRule::Everyone,
+                    columns: entity
+                        .attributes
+                        .iter()
+                        .map(|(name, attribute)| column(name, attribute))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The table of entity `name`.
+    pub fn table(&self, name: &str) -> Option<&Table> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// The whole schema as DDL, safe to run again (`IF NOT EXISTS`): the reader role, every table
+    /// with its indexes and row-level security, and the generic table.
+    pub fn ddl(&self) -> String {
+        let mut out = String::from(
+            "-- The relational read model of the service's model.toml (cqrs model sql).\n",
+        );
+        out.push_str(&reader_role());
+        for table in &self.tables {
+            out.push_str(&create_table(
+                &table.name,
+                &table.columns,
+                table.common_readable,
+            ));
+        }
+        out.push_str(&create_table(GENERIC_TABLE, &[], false));
+        out
+    }
+
+    /// The typed columns by table and attribute: what a migration compares.
+    pub fn columns(&self) -> BTreeMap<(&str, &str), &Column> {
+        self.tables
+            .iter()
+            .flat_map(|t| {
+                t.columns
+                    .iter()
+                    .map(move |c| ((t.name.as_str(), c.name.as_str()), c))
+            })
+            .collect()
+    }
+}
+
+fn reader_role() -> String {
+    format!(
+        "DO $$ BEGIN\n  CREATE ROLE {role} NOLOGIN;\nEXCEPTION WHEN duplicate_object THEN NULL;\nEND $$;\n",
+        role = ident(READER_ROLE)
+    )
+}
+
+/// `CREATE TABLE` of one table (envelope, then `columns`), its indexes, its grant to the reader
+/// role and its tenant policy.
+pub(crate) fn create_table(name: &str, columns: &[Column], common_readable: bool) -> String {
+    let table = ident(name);
+    let mut lines: Vec<String> = ENVELOPE
+        .iter()
+        .map(|(column, definition)| format!("  {} {definition}", ident(column)))
+        .collect();
+    lines.extend(columns.iter().map(|c| format!("  {}", c.definition())));
+    lines.push("  \"synced_at\" timestamptz NOT NULL DEFAULT now()".into());
+    lines.push("  PRIMARY KEY (\"pk\", \"sk\")".into());
+    let mut out = format!(
+        "\nCREATE TABLE IF NOT EXISTS {table} (\n{}\n);\n",
+        lines.join(",\n")
+    );
+    out.push_str(&format!(
+        "CREATE INDEX IF NOT EXISTS {} ON {table} (\"tenant_code\", \"updated_at\");\n",
+        ident(&format!("{name}_tenant_updated"))
+    ));
+    out.push_str(&tenant_policy(name, common_readable));
+    out
+}
+
+pub(crate) fn tenant_policy(name: &str, common_readable: bool) -> String {
+    let table = ident(name);
+    let tenant = format!(
+        "\"tenant_code\" = current_setting({}, true)",
+        literal(TENANT_SETTING)
+    );
+    let rule = if common_readable {
+        format!("{tenant} OR \"tenant_code\" = 'common'")
+    } else {
+        tenant
+    };
+    format!(
+        "ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;\n\
+         GRANT SELECT ON {table} TO {role};\n\
+         DROP POLICY IF EXISTS \"tenant_rows\" ON {table};\n\
+         CREATE POLICY \"tenant_rows\" ON {table} FOR SELECT TO {role} USING ({rule});\n",
+        role = ident(READER_ROLE)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MODEL: &str = r#"
+[entities.loan]
+pk = "LOAN#{tenant}"
+sk = "{loanId}"
+attributes.loanId = { type = "string", required = true, max = 26 }
+attributes.status = { type = "enum", values = ["out", "returned"], required = true }
+attributes.fee = { type = "number", width = 4 }
+attributes.due = { type = "timestamp" }
+attributes.notes = { type = "map" }
+
+[entities.setting]
+pk = "SETTING#common"
+sk = "{code}"
+common = true
+attributes.code = { type = "string", required = true }
+"#;
+
+    #[test]
+    fn every_declared_attribute_gets_a_typed_column_with_its_constraints() {
+        let schema = Schema::of(&Model::parse(MODEL).unwrap());
+        let loan = schema.table("loan").unwrap();
+        let defs: Vec<String> = loan.columns.iter().map(Column::definition).collect();
+        assert_eq!(
+            defs,
+            [
+                r#""due" timestamptz"#,
+                r#""fee" numeric CHECK ("fee" >= 0 AND "fee" < 1e4 AND "fee" = trunc("fee"))"#,
+                r#""loanId" text NOT NULL CHECK (octet_length("loanId") <= 26)"#,
+                r#""notes" jsonb"#,
+                r#""status" text NOT NULL CHECK ("status" IN ('out', 'returned'))"#,
+            ]
+        );
+        assert!(!loan.common_readable);
+        assert!(schema.table("setting").unwrap().common_readable);
+    }
+
+    #[test]
+    fn the_ddl_has_keys_tenant_policies_and_the_generic_table() {
+        let ddl = Schema::of(&Model::parse(MODEL).unwrap()).ddl();
+        for needle in [
+            r#"CREATE TABLE IF NOT EXISTS "loan" ("#,
+            r#"PRIMARY KEY ("pk", "sk")"#,
+            r#"CREATE POLICY "tenant_rows" ON "loan" FOR SELECT TO "cqrs_reader" USING ("tenant_code" = current_setting('cqrs.tenant', true));"#,
+            r#"USING ("tenant_code" = current_setting('cqrs.tenant', true) OR "tenant_code" = 'common');"#,
+            r#"CREATE TABLE IF NOT EXISTS "cqrs_items" ("#,
+            r#"ALTER TABLE "cqrs_items" ENABLE ROW LEVEL SECURITY;"#,
+        ] {
+            assert!(ddl.contains(needle), "{needle}\n{ddl}");
+        }
+    }
+}
