@@ -5,7 +5,9 @@
 //! - [`schema`]: the schema of a model: a table per entity, typed columns with the model's
 //!   constraints, a generic table, row-level security per tenant.
 //! - [`migrate`]: versioned migrations from one model revision to the next.
+//! - [`rows`]: an item of the data table as a row: its table, its values.
 #![forbid(unsafe_code)]
 
 pub mod migrate;
+pub mod rows;
 pub mod schema;

@@ -235,7 +235,7 @@ impl Schema {
                 table.common_readable,
             ));
         }
-        out.push_str(&create_table(GENERIC_TABLE, &[], false));
+        out.push_str(&create_table(GENERIC_TABLE, &generic_columns(), false));
         out
     }
 
@@ -250,6 +250,20 @@ impl Schema {
             })
             .collect()
     }
+}
+
+/// The generic table's own columns ([`crate::rows::GENERIC_COLUMNS`]).
+fn generic_columns() -> Vec<Column> {
+    crate::rows::GENERIC_COLUMNS
+        .iter()
+        .map(|(name, definition)| Column {
+            name: name.to_string(),
+            attribute: String::new(),
+            sql_type: "text".into(),
+            required: definition.contains("NOT NULL"),
+            check: None,
+        })
+        .collect()
 }
 
 fn reader_role() -> String {

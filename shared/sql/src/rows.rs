@@ -1,0 +1,327 @@
+//! An item of the data table as a row of the relational read model: the table it goes to (its
+//! entity's, or the generic table), and its values as text, in the table's column order (each
+//! value is cast to its column's type in SQL).
+//!
+//! A version goes to the generic table, with the reason, when its keys match no entity, or when a
+//! value does not fit its entity's column (a required attribute missing, a value of another type,
+//! longer than its maximum, not one of the enum's values): its entity's constraints would refuse it,
+//! and a refused row would stop the whole batch. Nothing is lost: the generic table holds every
+//! attribute.
+//!
+//! ```
+//! let model = cqrs_model::Model::parse(r#"
+//! [entities.task]
+//! pk = "TASK#{tenant}"
+//! sk = "{taskId}"
+//! attributes.taskId = { type = "string", required = true, max = 26 }
+//! attributes.done = { type = "boolean" }
+//! "#).unwrap();
+//! let schema = cqrs_sql::schema::Schema::of(&model);
+//! let mut item = cqrs_item::Item::example();
+//! (item.pk, item.sk, item.attributes) = ("TASK#t1".into(), "T1".into(), Default::default());
+//! item.attributes.insert("taskId".into(), cqrs_item::Value::from("T1"));
+//! item.attributes.insert("done".into(), cqrs_item::Value::Bool(true));
+//! item.attributes.insert("colour".into(), cqrs_item::Value::from("red"));
+//! let row = cqrs_sql::rows::row(&model, &schema, &item);
+//! assert_eq!((row.table.as_str(), row.reason.as_deref()), ("task", None));
+//! assert_eq!(row.value("done"), Some("true"));
+//! assert_eq!(row.value("attributes"), Some(r#"{"colour":"red"}"#));
+//! ```
+
+use cqrs_item::{Item, Map, Value};
+use cqrs_model::{AttrType, Model, ValueRef};
+
+use crate::schema::{ENVELOPE, GENERIC_TABLE, Schema};
+
+/// The generic table's own columns, after the envelope: the entity the keys name (if any) and why
+/// the row is here.
+pub const GENERIC_COLUMNS: [(&str, &str); 2] = [("entity", "text"), ("reason", "text NOT NULL")];
+
+/// One row: where it goes and its values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The table.
+    pub table: String,
+    /// Column names, in order.
+    pub columns: Vec<String>,
+    /// Column types, in order (what each value is cast to).
+    pub types: Vec<String>,
+    /// The values as text (`None`: SQL `NULL`), in order.
+    pub values: Vec<Option<String>>,
+    /// The entity table it would have gone to, when it is in the generic table for not fitting it.
+    pub entity: Option<String>,
+    /// Why it is in the generic table.
+    pub reason: Option<String>,
+}
+
+impl Row {
+    /// The value of `column`.
+    pub fn value(&self, column: &str) -> Option<&str> {
+        let at = self.columns.iter().position(|c| c == column)?;
+        self.values[at].as_deref()
+    }
+
+    /// The item's key.
+    pub fn key(&self) -> (&str, &str) {
+        (
+            self.value("pk").unwrap_or(""),
+            self.value("sk").unwrap_or(""),
+        )
+    }
+
+    /// The item's version.
+    pub fn version(&self) -> i64 {
+        self.value("version")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+fn text(value: &str) -> Option<String> {
+    Some(value.to_string())
+}
+
+fn timestamp(value: &str) -> Option<String> {
+    // An audit time that does not parse stays NULL rather than failing the batch.
+    let check = cqrs_model::Attribute::new(AttrType::Timestamp);
+    check
+        .check(ValueRef::Str(value))
+        .ok()
+        .map(|_| value.to_string())
+}
+
+fn json(map: &Map) -> String {
+    serde_json::to_string(map).expect("an item's attributes serialise")
+}
+
+fn value_ref(value: &Value) -> ValueRef<'_> {
+    match value {
+        Value::Null => ValueRef::Null,
+        Value::Bool(b) => ValueRef::Bool(*b),
+        Value::Number(n) => ValueRef::Num(n.as_str()),
+        Value::String(s) => ValueRef::Str(s),
+        Value::List(_) => ValueRef::Other("list"),
+        Value::Map(_) => ValueRef::Other("map"),
+    }
+}
+
+/// The text of a typed column's value.
+fn cell(value: &Value) -> String {
+    match value {
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.as_str().to_string(),
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::List(_) | Value::Map(_) => serde_json::to_string(value).expect("a value serialises"),
+    }
+}
+
+/// The envelope's values of `item`, with `attributes` (the ones without a column) as JSON.
+fn envelope(item: &Item, rest: &Map) -> Vec<Option<String>> {
+    vec![
+        text(&item.pk),
+        text(&item.sk),
+        text(&item.id),
+        text(&item.tenant_code),
+        text(&item.item_type),
+        text(&item.code),
+        text(&item.name),
+        Some(item.version.to_string()),
+        Some(item.is_deleted.to_string()),
+        item.seq.map(|s| s.to_string()),
+        item.ttl.map(|t| t.to_string()),
+        text(&item.source),
+        text(&item.request_id),
+        timestamp(&item.created_at),
+        text(&item.created_by),
+        text(&item.created_ip),
+        timestamp(&item.updated_at),
+        text(&item.updated_by),
+        text(&item.updated_ip),
+        Some(json(rest)),
+    ]
+}
+
+fn sql_type(definition: &str) -> String {
+    definition
+        .split_whitespace()
+        .next()
+        .unwrap_or("text")
+        .to_string()
+}
+
+/// The row of `item` (a state of the data table: `sk` without version).
+pub fn row(model: &Model, schema: &Schema, item: &Item) -> Row {
+    let mut columns: Vec<String> = ENVELOPE.iter().map(|(c, _)| c.to_string()).collect();
+    let mut types: Vec<String> = ENVELOPE.iter().map(|(_, d)| sql_type(d)).collect();
+    let entity = model.entity_of_keys(&item.pk, &item.sk);
+    let reason = match entity {
+        None => Some("its keys match no entity of the model".to_string()),
+        Some(entity) => {
+            let table = schema
+                .table(&entity.name)
+                .expect("the schema has a table per entity");
+            let mut typed = Vec::with_capacity(table.columns.len());
+            let mut rest = item.attributes.clone();
+            let mut misfit = None;
+            for column in &table.columns {
+                let attribute = &entity.attributes[&column.attribute];
+                match rest.remove(&column.attribute) {
+                    None | Some(Value::Null) if attribute.required => {
+                        misfit = Some(format!(
+                            "the required attribute {} is missing",
+                            column.attribute
+                        ));
+                    }
+                    None | Some(Value::Null) => typed.push(None),
+                    Some(value) => match attribute.check(value_ref(&value)) {
+                        Ok(()) => typed.push(Some(cell(&value))),
+                        Err(message) => {
+                            misfit = Some(format!("attribute {}: {message}", column.attribute));
+                        }
+                    },
+                }
+                if misfit.is_some() {
+                    break;
+                }
+            }
+            match misfit {
+                None => {
+                    columns.extend(table.columns.iter().map(|c| c.name.clone()));
+                    types.extend(table.columns.iter().map(|c| c.sql_type.clone()));
+                    let mut values = envelope(item, &rest);
+                    values.extend(typed);
+                    return Row {
+                        table: table.name.clone(),
+                        columns,
+                        types,
+                        values,
+                        entity: None,
+                        reason: None,
+                    };
+                }
+                Some(reason) => Some(format!("it does not fit entity {}: {reason}", entity.name)),
+            }
+        }
+    };
+    let mut values = envelope(item, &item.attributes);
+    columns.extend(GENERIC_COLUMNS.iter().map(|(c, _)| c.to_string()));
+    types.extend(GENERIC_COLUMNS.iter().map(|(_, d)| sql_type(d)));
+    values.push(entity.map(|e| e.name.clone()));
+    values.push(reason.clone());
+    Row {
+        table: GENERIC_TABLE.to_string(),
+        columns,
+        types,
+        values,
+        entity: entity.map(|e| e.name.clone()),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MODEL: &str = r#"
+[entities.loan]
+pk = "LOAN#{tenant}"
+sk = "{loanId}"
+attributes.loanId = { type = "string", required = true, max = 26 }
+attributes.status = { type = "enum", values = ["out", "returned"], required = true }
+attributes.fee = { type = "number", width = 4 }
+attributes.notes = { type = "map" }
+attributes.code = { type = "string" }
+"#;
+
+    fn item(pk: &str, sk: &str, version: i64) -> Item {
+        let mut item = Item::example();
+        (item.pk, item.sk, item.version) = (pk.into(), sk.into(), version);
+        item.id = format!("{pk}#{sk}");
+        item.tenant_code = "t1".into();
+        item.attributes.clear();
+        item
+    }
+
+    fn loan(attributes: &[(&str, Value)]) -> Item {
+        let mut item = item("LOAN#t1", "L1", 3);
+        for (name, value) in attributes {
+            item.attributes.insert(name.to_string(), value.clone());
+        }
+        item
+    }
+
+    #[test]
+    fn a_fitting_version_goes_to_its_entity_with_typed_values() {
+        let model = Model::parse(MODEL).unwrap();
+        let schema = Schema::of(&model);
+        let mut notes = Map::new();
+        notes.insert("a".into(), Value::from("b"));
+        let item = loan(&[
+            ("loanId", Value::from("L1")),
+            ("status", Value::from("out")),
+            ("fee", Value::Number("12".parse().unwrap())),
+            ("notes", Value::Map(notes)),
+            ("code", Value::from("C-7")),
+            ("extra", Value::Bool(false)),
+        ]);
+        let row = row(&model, &schema, &item);
+        assert_eq!(row.table, "loan");
+        assert_eq!(row.reason, None);
+        assert_eq!(row.value("fee"), Some("12"));
+        assert_eq!(row.value("notes"), Some(r#"{"a":"b"}"#));
+        assert_eq!(row.value("attr_code"), Some("C-7"));
+        assert_eq!(
+            row.value("code"),
+            Some("P001"),
+            "the envelope's code is the item's own"
+        );
+        assert_eq!(row.value("attributes"), Some(r#"{"extra":false}"#));
+        assert_eq!(row.version(), 3);
+        assert_eq!(row.columns.len(), row.values.len());
+        assert_eq!(row.types.len(), row.values.len());
+    }
+
+    #[test]
+    fn a_version_that_does_not_fit_goes_to_the_generic_table_whole() {
+        let model = Model::parse(MODEL).unwrap();
+        let schema = Schema::of(&model);
+        for (item, why) in [
+            (
+                loan(&[("loanId", Value::from("L1"))]),
+                "the required attribute status is missing",
+            ),
+            (
+                loan(&[
+                    ("loanId", Value::from("L1")),
+                    ("status", Value::from("lost")),
+                ]),
+                "attribute status: \"lost\" is not one of",
+            ),
+            (
+                loan(&[
+                    ("loanId", Value::from("L1")),
+                    ("status", Value::from("out")),
+                    ("fee", Value::Number("12345".parse().unwrap())),
+                ]),
+                "attribute fee:",
+            ),
+        ] {
+            let row = row(&model, &schema, &item);
+            assert_eq!(row.table, GENERIC_TABLE);
+            assert_eq!(row.entity.as_deref(), Some("loan"));
+            let reason = row.reason.clone().unwrap();
+            assert!(reason.contains(why), "{reason}");
+            assert_eq!(row.value("reason"), Some(reason.as_str()));
+            let attributes: serde_json::Value =
+                serde_json::from_str(row.value("attributes").unwrap()).unwrap();
+            assert_eq!(attributes["loanId"], "L1", "every attribute is kept");
+        }
+        let stranger = item("OTHER#t1", "x", 1);
+        let row = row(&model, &schema, &stranger);
+        assert_eq!(
+            (row.table.as_str(), row.entity.as_deref()),
+            (GENERIC_TABLE, None)
+        );
+    }
+}
