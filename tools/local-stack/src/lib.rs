@@ -2,6 +2,7 @@
 //! DynamoDB Local for tests (`cqrs dynamodb-local`).
 //!
 //! - [`dynamodb_local`]: installing, starting, finding and stopping DynamoDB Local.
+//! - [`postgres`]: installing PostgreSQL's server, starting, finding and stopping throwaway clusters.
 //! - [`dev`]: the whole stack: DynamoDB Local, the tables, `cargo lambda watch`, the stream mapping.
 //! - [`stack`]: the tables of `template.yaml`, parked records, the stream mapping's loop.
 //! - [`stream`]: reading the command table's stream shard by shard.
@@ -16,5 +17,6 @@ pub mod dynamodb_local;
 pub mod invoke;
 pub mod mapper;
 pub mod mapping;
+pub mod postgres;
 pub mod stack;
 pub mod stream;
