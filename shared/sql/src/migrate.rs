@@ -59,6 +59,10 @@ pub enum MigrateError {
         /// The new SQL type.
         to: String,
     },
+    /// The database refused a migration, or its history (a migration applied there differs from
+    /// the folder's, or is missing from it).
+    #[error("applying the migrations: {0}")]
+    Apply(String),
     /// The folder or a file in it could not be read or written.
     #[error("{path}: {detail}")]
     Io {
@@ -169,7 +173,49 @@ pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, Migrat
     )))
 }
 
-/// The migrations of a folder, in order: (version, file name, SQL).
+/// The table in which the applied migrations are recorded (refinery's history table).
+pub const HISTORY_TABLE: &str = "cqrs_schema_history";
+
+/// Applies the migrations not applied yet, in order, all of them in one transaction, with refinery:
+/// each is recorded in [`HISTORY_TABLE`] with its checksum, and a migration applied there that
+/// differs from the folder's, or is missing from it, stops the run (a service's migrations are
+/// never edited once applied). Returns how many were applied.
+///
+/// ```no_run
+/// # async fn example(client: &mut tokio_postgres::Client) {
+/// let migrations = cqrs_sql::migrate::read_dir("migrations".as_ref()).unwrap();
+/// let applied = cqrs_sql::migrate::apply(client, &migrations).await.unwrap();
+/// println!("{applied} migration(s) applied");
+/// # }
+/// ```
+pub async fn apply(
+    client: &mut tokio_postgres::Client,
+    migrations: &[(u32, String, String)],
+) -> Result<usize, MigrateError> {
+    let migrations = migrations
+        .iter()
+        .map(|(_, file, sql)| {
+            refinery::Migration::unapplied(file.trim_end_matches(".sql"), sql)
+                .map_err(|e| MigrateError::Apply(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let report = refinery::Runner::new(&migrations)
+        .set_grouped(true)
+        .set_abort_divergent(true)
+        .set_abort_missing(true)
+        .set_migration_table_name(HISTORY_TABLE)
+        .run_async(client)
+        .await
+        .map_err(|e| MigrateError::Apply(e.to_string()))?;
+    Ok(report.applied_migrations().len())
+}
+
+/// The migrations of a folder, in order: (version, file name, SQL). A folder that does not exist
+/// has none.
+///
+/// ```
+/// assert!(cqrs_sql::migrate::read_dir("/nonexistent".as_ref()).unwrap().is_empty());
+/// ```
 pub fn read_dir(dir: &Path) -> Result<Vec<(u32, String, String)>, MigrateError> {
     let io = |path: &Path, e: std::io::Error| MigrateError::Io {
         path: path.to_path_buf(),
@@ -200,6 +246,10 @@ pub fn read_dir(dir: &Path) -> Result<Vec<(u32, String, String)>, MigrateError> 
 }
 
 /// The schema the folder's migrations lead to (its `schema.json`), if it has one.
+///
+/// ```
+/// assert_eq!(cqrs_sql::migrate::recorded("/nonexistent".as_ref()).unwrap(), None);
+/// ```
 pub fn recorded(dir: &Path) -> Result<Option<Schema>, MigrateError> {
     let path = dir.join(SCHEMA_FILE);
     match std::fs::read_to_string(&path) {
@@ -219,6 +269,14 @@ pub fn recorded(dir: &Path) -> Result<Option<Schema>, MigrateError> {
 
 /// Writes the next migration for `schema` into `dir` (`V<n+1>__model.sql`) and records `schema`
 /// in its `schema.json`; returns the file written, or `None` when the folder is up to date.
+///
+/// ```no_run
+/// let model = cqrs_model::Model::parse(&std::fs::read_to_string("model.toml").unwrap()).unwrap();
+/// let schema = cqrs_sql::schema::Schema::of(&model);
+/// if let Some(file) = cqrs_sql::migrate::next("migrations".as_ref(), &schema).unwrap() {
+///     println!("wrote {}", file.display());
+/// }
+/// ```
 pub fn next(dir: &Path, schema: &Schema) -> Result<Option<PathBuf>, MigrateError> {
     let old = recorded(dir)?;
     let Some(sql) = plan(old.as_ref(), schema)? else {

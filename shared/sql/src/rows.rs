@@ -37,7 +37,7 @@ use crate::schema::{ENVELOPE, GENERIC_TABLE, Schema};
 /// the row is here.
 pub const GENERIC_COLUMNS: [(&str, &str); 2] = [("entity", "text"), ("reason", "text NOT NULL")];
 
-/// One row: where it goes and its values.
+/// One row: where it goes and its values ([`row`] makes it; see the module's example).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     /// The table.
@@ -55,7 +55,7 @@ pub struct Row {
 }
 
 impl Row {
-    /// The value of `column`.
+    /// The value of `column` (see the module's example).
     pub fn value(&self, column: &str) -> Option<&str> {
         let at = self.columns.iter().position(|c| c == column)?;
         self.values[at].as_deref()
@@ -150,7 +150,7 @@ fn sql_type(definition: &str) -> String {
         .to_string()
 }
 
-/// The row of `item` (a state of the data table: `sk` without version).
+/// The row of `item` (a state of the data table: `sk` without version); see the module's example.
 pub fn row(model: &Model, schema: &Schema, item: &Item) -> Row {
     let mut columns: Vec<String> = ENVELOPE.iter().map(|(c, _)| c.to_string()).collect();
     let mut types: Vec<String> = ENVELOPE.iter().map(|(_, d)| sql_type(d)).collect();

@@ -196,7 +196,7 @@ fn column(attribute_name: &str, attribute: &Attribute) -> Column {
 }
 
 impl Schema {
-    /// The schema of `model`.
+    /// The schema of `model` (see the module's example).
     pub fn of(model: &Model) -> Schema {
         Schema {
             tables: model
@@ -217,6 +217,11 @@ impl Schema {
     }
 
     /// The table of entity `name`.
+    ///
+    /// ```
+    /// let schema = cqrs_sql::schema::Schema { tables: vec![] };
+    /// assert!(schema.table("task").is_none());
+    /// ```
     pub fn table(&self, name: &str) -> Option<&Table> {
         self.tables.iter().find(|t| t.name == name)
     }

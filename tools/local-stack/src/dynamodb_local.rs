@@ -366,6 +366,27 @@ fn exists(pid: u32) -> bool {
 /// assert!(!cqrs_local_stack::dynamodb_local::stop_group(u32::MAX / 2, "x", Duration::ZERO));
 /// ```
 pub fn stop_group(pid: u32, marker: &str, grace: Duration) -> bool {
+    stop_group_with(pid, marker, grace, FirstSignal::Terminate)
+}
+
+/// The signal [`stop_group_with`] asks a process to stop with before SIGKILL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstSignal {
+    /// SIGTERM.
+    Terminate,
+    /// SIGINT: PostgreSQL's fast shutdown (SIGTERM is its smart shutdown, which waits for every
+    /// client to disconnect).
+    Interrupt,
+}
+
+/// [`stop_group`] with another first signal.
+///
+/// ```
+/// use std::time::Duration;
+/// use cqrs_local_stack::dynamodb_local::{FirstSignal, stop_group_with};
+/// assert!(!stop_group_with(u32::MAX / 2, "x", Duration::ZERO, FirstSignal::Interrupt));
+/// ```
+pub fn stop_group_with(pid: u32, marker: &str, grace: Duration, first: FirstSignal) -> bool {
     if !is_live(pid, marker) {
         return false;
     }
@@ -380,7 +401,10 @@ pub fn stop_group(pid: u32, marker: &str, grace: Duration) -> bool {
             let _ = rustix::process::kill_process(raw, signal);
         }
     };
-    signal(rustix::process::Signal::TERM);
+    signal(match first {
+        FirstSignal::Terminate => rustix::process::Signal::TERM,
+        FirstSignal::Interrupt => rustix::process::Signal::INT,
+    });
     let deadline = Instant::now() + grace;
     while exists(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));

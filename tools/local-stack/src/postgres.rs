@@ -31,7 +31,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::dynamodb_local::{self, apt_install, free_port, is_live, port_busy, stop_group, tail};
+use crate::dynamodb_local::{
+    self, FirstSignal, apt_install, free_port, is_live, port_busy, stop_group, stop_group_with,
+    tail,
+};
 
 /// Where Debian installs PostgreSQL's server, one folder per major version.
 pub const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
@@ -163,6 +166,21 @@ impl Install {
         }
         say("the PostgreSQL server is not installed; installing postgresql");
         apt_install(&["postgresql"])?;
+        // Debian's package creates a cluster of its own and starts it where it can (port 5432): it
+        // is not ours to leave running. Its clusters stay, stopped.
+        if let Ok(output) = Command::new("pg_lsclusters").arg("--no-header").output() {
+            for line in String::from_utf8_lossy(&output.stdout).lines() {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                if let [version, cluster, _, "online", ..] = fields.as_slice() {
+                    say(&format!(
+                        "stopping the cluster {version}/{cluster} the package started"
+                    ));
+                    let _ = Command::new("pg_ctlcluster")
+                        .args([*version, *cluster, "stop"])
+                        .status();
+                }
+            }
+        }
         self.bin_dir().ok_or_else(|| {
             Error::Missing(format!(
                 "no <major>/bin with {} under {} after installing postgresql",
@@ -588,7 +606,15 @@ pub fn stop(state: &Path, port: u16) -> Result<bool, Error> {
         Err(error) => return Err(io(&path)(error)),
     };
     let marker = marker(&data_dir(state, port));
-    let stopped = pid.is_some_and(|pid| stop_group(pid, &marker, Duration::from_secs(10)));
+    // Fast shutdown: clients still connected (a test's) are disconnected, not waited for.
+    let stopped = pid.is_some_and(|pid| {
+        stop_group_with(
+            pid,
+            &marker,
+            Duration::from_secs(10),
+            FirstSignal::Interrupt,
+        )
+    });
     if let Some(pid) = pid.filter(|_| stopped) {
         reap(pid);
     }

@@ -1,0 +1,367 @@
+//! The relational read model against a real PostgreSQL (Debian's server, a throwaway cluster on
+//! 127.0.0.1 per test, started and stopped by the test): the migrations apply once and in order,
+//! writes are idempotent and newest-wins under duplicates, replays and reordering, an item moves
+//! between its entity's table and the generic table without leaving an older copy, removals delete,
+//! a batch is all or nothing, and row-level security refuses a cross-tenant read.
+
+use std::path::PathBuf;
+
+use cqrs_item::{Item, Value};
+use cqrs_local_stack::postgres::{self, Install, Instance};
+use cqrs_model::Model;
+use cqrs_sql::{
+    migrate,
+    rows::row,
+    schema::Schema,
+    write::{Change, Written, apply},
+};
+use tokio_postgres::{Client, NoTls};
+
+const MODEL: &str = r#"
+[entities.loan]
+pk = "LOAN#{tenant}"
+sk = "{loanId}"
+attributes.loanId = { type = "string", required = true, max = 26 }
+attributes.status = { type = "enum", values = ["out", "returned"], required = true }
+attributes.fee = { type = "number", width = 4 }
+attributes.due = { type = "timestamp" }
+
+[entities.branch]
+pk = "BRANCH#common"
+sk = "{branchId}"
+common = true
+attributes.branchId = { type = "string", required = true }
+"#;
+
+/// A cluster of the test's own; stopped (and its folder removed) on drop, also when a test fails.
+struct Pg {
+    state: PathBuf,
+    instance: Instance,
+}
+
+impl Pg {
+    async fn start(name: &str) -> (Pg, Client) {
+        let state = std::env::temp_dir().join(format!("cqrs-sql-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&state);
+        let install = Install::new();
+        install.ensure().expect("PostgreSQL installs");
+        let instance = postgres::start(&install, &state, None).expect("a cluster starts");
+        let pg = Pg { state, instance };
+        let client = pg.connect().await;
+        (pg, client)
+    }
+
+    async fn connect(&self) -> Client {
+        let (client, connection) = tokio_postgres::connect(&self.instance.url(), NoTls)
+            .await
+            .expect("connects");
+        tokio::spawn(connection);
+        client
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        let _ = postgres::stop(&self.state, self.instance.port);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+fn model() -> Model {
+    Model::parse(MODEL).unwrap()
+}
+
+async fn migrated(name: &str) -> (Pg, Client) {
+    let (pg, mut client) = Pg::start(name).await;
+    let sql = migrate::plan(None, &Schema::of(&model())).unwrap().unwrap();
+    let applied = migrate::apply(&mut client, &[(1, "V1__model.sql".into(), sql)])
+        .await
+        .unwrap();
+    assert_eq!(applied, 1);
+    (pg, client)
+}
+
+fn loan(id: &str, version: i64, status: &str) -> Item {
+    let mut item = Item::example();
+    item.pk = "LOAN#t1".into();
+    item.sk = id.into();
+    item.id = format!("LOAN#t1#{id}");
+    item.tenant_code = "t1".into();
+    item.item_type = "LOAN".into();
+    item.version = version;
+    item.attributes.clear();
+    item.attributes.insert("loanId".into(), Value::from(id));
+    item.attributes.insert("status".into(), Value::from(status));
+    item
+}
+
+fn upsert(item: &Item) -> Change {
+    let model = model();
+    Change::Upsert(row(&model, &Schema::of(&model), item))
+}
+
+/// (version, status) of loan `id` in the loan table, and its version in the generic table.
+async fn state(client: &Client, id: &str) -> (Option<(i64, String)>, Option<i64>) {
+    let typed = client
+        .query_opt(
+            r#"SELECT "version", "status" FROM "loan" WHERE "pk" = 'LOAN#t1' AND "sk" = $1"#,
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .map(|r| (r.get(0), r.get(1)));
+    let generic = client
+        .query_opt(
+            r#"SELECT "version" FROM "cqrs_items" WHERE "pk" = 'LOAN#t1' AND "sk" = $1"#,
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .map(|r| r.get(0));
+    (typed, generic)
+}
+
+#[tokio::test]
+async fn migrations_apply_once_in_order_and_a_changed_one_is_refused() {
+    let (_pg, mut client) = Pg::start("migrations").await;
+    let v1 = Schema::of(&model());
+    let next = MODEL.replace(
+        r#"attributes.due = { type = "timestamp" }"#,
+        "attributes.due = { type = \"timestamp\" }\nattributes.notes = { type = \"map\" }",
+    );
+    let v2 = Schema::of(&Model::parse(&next).unwrap());
+    let first = migrate::plan(None, &v1).unwrap().unwrap();
+    let second = migrate::plan(Some(&v1), &v2).unwrap().unwrap();
+    let both = vec![
+        (1, "V1__model.sql".to_string(), first.clone()),
+        (2, "V2__model.sql".to_string(), second),
+    ];
+    assert_eq!(migrate::apply(&mut client, &both[..1]).await.unwrap(), 1);
+    assert_eq!(
+        migrate::apply(&mut client, &both).await.unwrap(),
+        1,
+        "only V2 is new"
+    );
+    assert_eq!(
+        migrate::apply(&mut client, &both).await.unwrap(),
+        0,
+        "nothing twice"
+    );
+    let notes: i64 = client
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'loan' AND column_name = 'notes'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(notes, 1, "V2 added the column");
+
+    // An applied migration that was edited afterwards stops the run.
+    let edited = vec![
+        (
+            1,
+            "V1__model.sql".to_string(),
+            format!("{first}\n-- edited"),
+        ),
+        both[1].clone(),
+    ];
+    let error = migrate::apply(&mut client, &edited).await.unwrap_err();
+    assert!(
+        error.to_string().contains("applying the migrations"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("V1__model"), "{error}");
+}
+
+#[tokio::test]
+async fn writes_are_newest_wins_under_duplicates_replays_and_reordering() {
+    let (_pg, mut client) = migrated("newest").await;
+    let v1 = upsert(&loan("L1", 1, "out"));
+    let v2 = upsert(&loan("L1", 2, "returned"));
+    let v3 = upsert(&loan("L1", 3, "out"));
+
+    // Reordered within a batch, with a duplicate: the newest counts.
+    let written = apply(
+        &mut client,
+        &[v2.clone(), v3.clone(), v1.clone(), v3.clone()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        written,
+        Written {
+            rows: 1,
+            deleted: 0,
+            stale: 3
+        }
+    );
+    assert_eq!(state(&client, "L1").await, (Some((3, "out".into())), None));
+
+    // Replays of older versions, in later batches: nothing changes.
+    for batch in [
+        vec![v1.clone()],
+        vec![v2.clone(), v1.clone()],
+        vec![v3.clone()],
+    ] {
+        let written = apply(&mut client, &batch).await.unwrap();
+        assert_eq!(written.rows, 0, "{batch:?}");
+    }
+    assert_eq!(state(&client, "L1").await, (Some((3, "out".into())), None));
+
+    // A newer version updates the row.
+    let written = apply(&mut client, &[upsert(&loan("L1", 4, "returned"))])
+        .await
+        .unwrap();
+    assert_eq!(written.rows, 1);
+    assert_eq!(
+        state(&client, "L1").await,
+        (Some((4, "returned".into())), None)
+    );
+}
+
+#[tokio::test]
+async fn an_item_lives_in_one_place_when_a_version_does_not_fit_its_entity() {
+    let (_pg, mut client) = migrated("move").await;
+    apply(&mut client, &[upsert(&loan("L2", 1, "out"))])
+        .await
+        .unwrap();
+    // Version 2 has a status the model does not know: the generic table, and no older copy left.
+    let written = apply(&mut client, &[upsert(&loan("L2", 2, "lost"))])
+        .await
+        .unwrap();
+    assert_eq!((written.rows, written.deleted), (1, 1));
+    assert_eq!(state(&client, "L2").await, (None, Some(2)));
+    let reason: String = client
+        .query_one(
+            r#"SELECT "reason" FROM "cqrs_items" WHERE "sk" = 'L2'"#,
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(reason.contains("\"lost\" is not one of"), "{reason}");
+
+    // A replay of version 1 does not bring the older copy back.
+    let written = apply(&mut client, &[upsert(&loan("L2", 1, "out"))])
+        .await
+        .unwrap();
+    assert_eq!(written.rows, 0);
+    assert_eq!(state(&client, "L2").await, (None, Some(2)));
+
+    // Version 3 fits again: back to its entity's table.
+    let written = apply(&mut client, &[upsert(&loan("L2", 3, "returned"))])
+        .await
+        .unwrap();
+    assert_eq!((written.rows, written.deleted), (1, 1));
+    assert_eq!(
+        state(&client, "L2").await,
+        (Some((3, "returned".into())), None)
+    );
+
+    // The item expires from the data table at version 3: gone; an older removal changes nothing.
+    let remove = |version| Change::Remove {
+        table: Some("loan".into()),
+        pk: "LOAN#t1".into(),
+        sk: "L2".into(),
+        version,
+    };
+    assert_eq!(apply(&mut client, &[remove(2)]).await.unwrap().deleted, 0);
+    assert_eq!(apply(&mut client, &[remove(3)]).await.unwrap().deleted, 1);
+    assert_eq!(state(&client, "L2").await, (None, None));
+}
+
+#[tokio::test]
+async fn a_batch_is_all_or_nothing() {
+    let (_pg, mut client) = migrated("atomic").await;
+    // A removal naming a table that does not exist fails the batch: the upsert before it is
+    // rolled back with it.
+    let batch = [
+        upsert(&loan("L3", 1, "out")),
+        Change::Remove {
+            table: Some("no_such_table".into()),
+            pk: "X#t1".into(),
+            sk: "x".into(),
+            version: 1,
+        },
+    ];
+    assert!(apply(&mut client, &batch).await.is_err());
+    assert_eq!(state(&client, "L3").await, (None, None));
+}
+
+#[tokio::test]
+async fn row_level_security_refuses_another_tenants_rows() {
+    let (_pg, mut client) = migrated("tenants").await;
+    let mut other = loan("L9", 1, "out");
+    other.pk = "LOAN#t2".into();
+    other.id = "LOAN#t2#L9".into();
+    other.tenant_code = "t2".into();
+    let mut branch = Item::example();
+    (branch.pk, branch.sk, branch.id) = (
+        "BRANCH#common".into(),
+        "B1".into(),
+        "BRANCH#common#B1".into(),
+    );
+    (branch.tenant_code, branch.version) = ("common".into(), 1);
+    branch.attributes.clear();
+    branch
+        .attributes
+        .insert("branchId".into(), Value::from("B1"));
+    apply(
+        &mut client,
+        &[
+            upsert(&loan("L8", 1, "out")),
+            upsert(&other),
+            upsert(&branch),
+        ],
+    )
+    .await
+    .unwrap();
+
+    // The service's reader, as tenant t1: its own loans and the common branches, never t2's.
+    client
+        .batch_execute("SET ROLE cqrs_reader; SET cqrs.tenant = 't1'")
+        .await
+        .unwrap();
+    let loans: Vec<String> = client
+        .query(r#"SELECT "sk" FROM "loan" ORDER BY "sk""#, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(loans, ["L8"]);
+    let t2: i64 = client
+        .query_one(
+            r#"SELECT count(*) FROM "loan" WHERE "tenant_code" = 't2'"#,
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(t2, 0, "a cross-tenant read sees nothing");
+    let branches: i64 = client
+        .query_one(r#"SELECT count(*) FROM "branch""#, &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(branches, 1, "common rows every tenant may read");
+    // Without a tenant, nothing.
+    client.batch_execute("RESET cqrs.tenant").await.unwrap();
+    let none: i64 = client
+        .query_one(r#"SELECT count(*) FROM "loan""#, &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(none, 0);
+    // And the reader writes nothing.
+    let write = client
+        .execute(r#"DELETE FROM "loan""#, &[])
+        .await
+        .unwrap_err();
+    let message = write
+        .as_db_error()
+        .map(|e| e.message().to_string())
+        .unwrap_or_default();
+    assert!(message.contains("permission denied"), "{write:?}");
+}
