@@ -454,6 +454,8 @@ CREATE TABLE IF NOT EXISTS "cqrs_items" (
   "updated_by" text NOT NULL DEFAULT '',
   "updated_ip" text NOT NULL DEFAULT '',
   "attributes" jsonb NOT NULL DEFAULT '{}'::jsonb,
+  "entity" text,
+  "reason" text NOT NULL,
   "synced_at" timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY ("pk", "sk")
 );
@@ -462,3 +464,11 @@ ALTER TABLE "cqrs_items" ENABLE ROW LEVEL SECURITY;
 GRANT SELECT ON "cqrs_items" TO "cqrs_reader";
 DROP POLICY IF EXISTS "tenant_rows" ON "cqrs_items";
 CREATE POLICY "tenant_rows" ON "cqrs_items" FOR SELECT TO "cqrs_reader" USING ("tenant_code" = current_setting('cqrs.tenant', true));
+
+CREATE TABLE IF NOT EXISTS "cqrs_removed" (
+  "pk" text NOT NULL,
+  "sk" text NOT NULL,
+  "version" bigint NOT NULL,
+  "removed_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("pk", "sk")
+);

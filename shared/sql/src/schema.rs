@@ -27,6 +27,10 @@ use serde::{Deserialize, Serialize};
 /// The generic table: rows of no entity, and rows whose values do not fit their entity's columns.
 pub const GENERIC_TABLE: &str = "cqrs_items";
 
+/// The table of removals: the last version of each item that left the data table (its TTL
+/// expired), so that a replayed older state does not bring it back. Not for readers.
+pub const REMOVED_TABLE: &str = "cqrs_removed";
+
 /// The role the service's readers use: it sees the rows of the tenant in the session setting
 /// [`TENANT_SETTING`] (and the shared `common` rows where the model lets every tenant read them).
 pub const READER_ROLE: &str = "cqrs_reader";
@@ -241,6 +245,12 @@ impl Schema {
             ));
         }
         out.push_str(&create_table(GENERIC_TABLE, &generic_columns(), false));
+        out.push_str(&format!(
+            "\nCREATE TABLE IF NOT EXISTS {} (\n  \"pk\" text NOT NULL,\n  \"sk\" text NOT NULL,\n  \
+             \"version\" bigint NOT NULL,\n  \"removed_at\" timestamptz NOT NULL DEFAULT now(),\n  \
+             PRIMARY KEY (\"pk\", \"sk\")\n);\n",
+            ident(REMOVED_TABLE)
+        ));
         out
     }
 

@@ -7,7 +7,9 @@
 //! - An item lives in one place: its entity's table, or the generic table when a version does not
 //!   fit it. A version that moves it deletes the older row from the other place, and a version is
 //!   not written where the other place already holds a newer one.
-//! - A removal (the data table's item expired) deletes the row at that version or older.
+//! - A removal (the data table's item expired) deletes the row at that version or older, and is
+//!   remembered (`cqrs_removed`): a replayed state of that version or older does not bring the row
+//!   back.
 //! - Within a batch, only each item's last change counts (the stream keeps an item's records in
 //!   order).
 //!
@@ -19,7 +21,7 @@ use std::collections::HashMap;
 use tokio_postgres::{Client, types::ToSql};
 
 use crate::rows::Row;
-use crate::schema::{GENERIC_TABLE, ident};
+use crate::schema::{GENERIC_TABLE, REMOVED_TABLE, ident};
 
 /// One change of the data table.
 ///
@@ -162,6 +164,17 @@ pub async fn apply(
         }
     }
     for (table, pk, sk, version) in removals {
+        transaction
+            .execute(
+                &format!(
+                    "INSERT INTO {removed} (\"pk\", \"sk\", \"version\") VALUES ($1, $2, $3) \
+                     ON CONFLICT (\"pk\", \"sk\") DO UPDATE SET \"version\" = excluded.\"version\", \
+                     \"removed_at\" = now() WHERE {removed}.\"version\" < excluded.\"version\"",
+                    removed = ident(REMOVED_TABLE)
+                ),
+                &[&pk, &sk, &version],
+            )
+            .await?;
         let mut deleted = 0;
         for table in table.iter().map(String::as_str).chain([GENERIC_TABLE]) {
             deleted += transaction
@@ -213,6 +226,11 @@ fn upsert_statement(
         .filter(|c| *c != "\"pk\"" && *c != "\"sk\"")
         .map(|c| format!("{c} = excluded.{c}"))
         .collect();
+    let not_removed = format!(
+        "NOT EXISTS (SELECT 1 FROM {} r WHERE r.\"pk\" = v.\"pk\" AND r.\"sk\" = v.\"sk\" \
+         AND r.\"version\" >= v.\"version\")",
+        ident(REMOVED_TABLE)
+    );
     let (moved, newer_elsewhere) = match other {
         Some(other) => {
             let other = ident(other);
@@ -222,14 +240,14 @@ fn upsert_statement(
                      AND o.\"version\" < v.\"version\" RETURNING 1)"
                 ),
                 format!(
-                    " WHERE NOT EXISTS (SELECT 1 FROM {other} o WHERE o.\"pk\" = v.\"pk\" AND o.\"sk\" = v.\"sk\" \
-                     AND o.\"version\" >= v.\"version\")"
+                    " WHERE {not_removed} AND NOT EXISTS (SELECT 1 FROM {other} o \
+                     WHERE o.\"pk\" = v.\"pk\" AND o.\"sk\" = v.\"sk\" AND o.\"version\" >= v.\"version\")"
                 ),
             )
         }
         None => (
             ", moved AS (SELECT 1 WHERE false)".to_string(),
-            String::new(),
+            format!(" WHERE {not_removed}"),
         ),
     };
     let sql = format!(

@@ -1,0 +1,233 @@
+//! sql-sync: the data table's stream into the relational read model (PostgreSQL).
+//!
+//! It has its own event source mapping, on the **data table's** stream (`NEW_AND_OLD_IMAGES`: the
+//! newest state of each item, in per-item order), so a slow or failing database never stalls or
+//! slows data-sync, whose mapping reads the command table's stream.
+//!
+//! One batch is one transaction ([`cqrs_sql::write::apply`]): every `INSERT` and `MODIFY` an
+//! idempotent, newest-wins upsert of the item's row, every `REMOVE` (the item expired) a delete at
+//! that version. When the transaction fails (the database is down, restarting, refusing), the whole
+//! batch is reported in `batchItemFailures` from its first record, and Lambda retries it, bisects
+//! it, and after its retries sends it to the on-failure destination; the connection is opened again
+//! on the next invocation. A record that is not an item of the data table (an image that does not
+//! convert) is reported from its position, after the records before it were written: retried, then
+//! isolated by bisection and sent to the on-failure destination with nothing after it lost.
+//!
+//! ```ignore
+//! // A service's src/bin/sql-sync.rs (its model and migrations are files of the service):
+//! #[tokio::main]
+//! async fn main() -> Result<(), lambda_runtime::Error> {
+//!     const MIGRATIONS: &[(u32, &str, &str)] =
+//!         &[(1, "V1__model.sql", include_str!("../../migrations/V1__model.sql"))];
+//!     cqrs_sql_sync::run(include_str!("../../model.toml"), MIGRATIONS).await
+//! }
+//! ```
+#![forbid(unsafe_code)]
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use cqrs_item::Item;
+use cqrs_model::Model;
+use cqrs_sql::schema::Schema;
+use cqrs_sql::write::{Change, Written, apply};
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, NoTls};
+
+/// Why sql-sync could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The database could not be reached.
+    #[error("connecting to the database: {0}")]
+    Connect(#[from] tokio_postgres::Error),
+    /// The migrations could not be applied.
+    #[error(transparent)]
+    Migrate(#[from] cqrs_sql::migrate::MigrateError),
+    /// The configuration is missing or wrong.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// What one record of the data table's stream asks for.
+///
+/// ```
+/// let record = aws_lambda_events::event::dynamodb::EventRecord::default();
+/// let model = cqrs_model::Model::example();
+/// let schema = cqrs_sql::schema::Schema::of(&model);
+/// assert!(cqrs_sql_sync::change(&model, &schema, &record).is_err(), "no eventName");
+/// ```
+pub fn change(model: &Model, schema: &Schema, record: &EventRecord) -> Result<Change, String> {
+    let image = |image: &serde_dynamo::Item| -> Result<Item, String> {
+        if image.is_empty() {
+            return Err(format!(
+                "{} without its image (the stream view type must be NEW_AND_OLD_IMAGES)",
+                record.event_name
+            ));
+        }
+        Item::from_attributes(image.clone().into())
+            .map_err(|e| format!("the image is not an item: {e}"))
+    };
+    match record.event_name.as_str() {
+        "INSERT" | "MODIFY" => {
+            let item = image(&record.change.new_image)?;
+            Ok(Change::Upsert(cqrs_sql::rows::row(model, schema, &item)))
+        }
+        "REMOVE" => {
+            let item = image(&record.change.old_image)?;
+            Ok(Change::Remove {
+                table: model
+                    .entity_of_keys(&item.pk, &item.sk)
+                    .map(|e| e.name.clone()),
+                pk: item.pk,
+                sk: item.sk,
+                version: item.version,
+            })
+        }
+        other => Err(format!("unknown eventName {other:?}")),
+    }
+}
+
+/// The function: the model, its schema and one connection, opened when first needed and again
+/// after a failure.
+pub struct SqlSync {
+    model: Model,
+    schema: Schema,
+    url: String,
+    client: Mutex<Option<Client>>,
+}
+
+impl SqlSync {
+    /// sql-sync for `model`, writing to the database at `url`
+    /// (`postgres://user:password@host:port/database`).
+    ///
+    /// ```
+    /// let sync = cqrs_sql_sync::SqlSync::new(cqrs_model::Model::example(), "postgres://127.0.0.1/x");
+    /// # let _ = sync;
+    /// ```
+    pub fn new(model: Model, url: &str) -> Self {
+        SqlSync {
+            schema: Schema::of(&model),
+            model,
+            url: url.to_string(),
+            client: Mutex::new(None),
+        }
+    }
+
+    async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::warn!(%error, "the database connection ended");
+            }
+        });
+        Ok(client)
+    }
+
+    /// Applies the service's migrations that are not applied yet (see
+    /// [`cqrs_sql::migrate::apply`]); returns how many.
+    ///
+    /// ```no_run
+    /// # async fn example(sync: cqrs_sql_sync::SqlSync) {
+    /// let applied = sync.migrate(&[(1, "V1__model.sql", "CREATE TABLE t (x int);")]).await.unwrap();
+    /// # }
+    /// ```
+    pub async fn migrate(&self, migrations: &[(u32, &str, &str)]) -> Result<usize, SyncError> {
+        let mut slot = self.client.lock().await;
+        if slot.is_none() {
+            *slot = Some(self.connect().await?);
+        }
+        let client = slot.as_mut().expect("connected");
+        let owned: Vec<(u32, String, String)> = migrations
+            .iter()
+            .map(|(v, name, sql)| (*v, name.to_string(), sql.to_string()))
+            .collect();
+        Ok(cqrs_sql::migrate::apply(client, &owned).await?)
+    }
+
+    /// One batch: written in one transaction; what could not be written reported from its first
+    /// record.
+    ///
+    /// ```no_run
+    /// # async fn example(sync: cqrs_sql_sync::SqlSync, event: aws_lambda_events::event::dynamodb::Event) {
+    /// let response = sync.handle(event).await;
+    /// assert!(response.batch_item_failures.is_empty());
+    /// # }
+    /// ```
+    pub async fn handle(&self, event: Event) -> DynamoDbEventResponse {
+        let mut changes = Vec::with_capacity(event.records.len());
+        let mut failed_at = None;
+        for (at, record) in event.records.iter().enumerate() {
+            match change(&self.model, &self.schema, record) {
+                Ok(change) => changes.push(change),
+                Err(reason) => {
+                    tracing::error!(
+                        sequence_number = record.change.sequence_number.as_deref(),
+                        reason,
+                        "a record of the data table's stream is not an item: reported, not written"
+                    );
+                    failed_at = Some(at);
+                    break;
+                }
+            }
+        }
+        match self.write(&changes).await {
+            Ok(written) => tracing::info!(
+                records = event.records.len(),
+                rows = written.rows,
+                deleted = written.deleted,
+                stale = written.stale,
+                "batch written"
+            ),
+            Err(error) => {
+                tracing::error!(%error, records = event.records.len(), "the batch was not written; it is retried");
+                failed_at = Some(0);
+            }
+        }
+        let mut response = DynamoDbEventResponse::default();
+        if let Some(at) = failed_at
+            && let Some(record) = event.records.get(at)
+        {
+            let mut failure = DynamoDbBatchItemFailure::default();
+            failure.item_identifier = record.change.sequence_number.clone();
+            response.batch_item_failures.push(failure);
+        }
+        response
+    }
+
+    async fn write(&self, changes: &[Change]) -> Result<Written, tokio_postgres::Error> {
+        if changes.is_empty() {
+            return Ok(Written::default());
+        }
+        let mut slot = self.client.lock().await;
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            *slot = Some(self.connect().await?);
+        }
+        let client = slot.as_mut().expect("connected");
+        let result = apply(client, changes).await;
+        if result.is_err() {
+            // A fresh connection next time: this one may be broken.
+            *slot = None;
+        }
+        result
+    }
+}
+
+/// The function's `main`: the model's text, the service's migrations (applied at cold start), the
+/// database at `SQL_URL`.
+pub async fn run(
+    model_text: &str,
+    migrations: &[(u32, &str, &str)],
+) -> Result<(), lambda_runtime::Error> {
+    use lambda_runtime::{LambdaEvent, service_fn};
+    cqrs_store::logging::init();
+    let model = Model::parse(model_text)?;
+    let url = std::env::var("SQL_URL")
+        .map_err(|_| SyncError::Config("SQL_URL: the database's connection string".into()))?;
+    let sync = SqlSync::new(model, &url);
+    let applied = sync.migrate(migrations).await?;
+    tracing::info!(applied, "migrations");
+    let sync = &sync;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
+        Ok::<_, lambda_runtime::Error>(sync.handle(event.payload).await)
+    }))
+    .await
+}

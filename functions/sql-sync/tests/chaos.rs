@@ -1,0 +1,265 @@
+//! sql-sync under what streams and databases do, against a real PostgreSQL (a throwaway cluster of
+//! the test's own): the data table's records of many items, in per-item order across interleaved
+//! shards, delivered in batches of random sizes, some batches delivered twice, earlier batches
+//! replayed, the database connection killed before some deliveries (the batch fails and is retried,
+//! as Lambda's mapping retries it), one record that is not an item (retried, isolated, sent to the
+//! on-failure destination). At the end PostgreSQL holds exactly the data table's last state, item
+//! for item: the newest version of each, in its entity's table or in the generic table when that
+//! version does not fit, and nothing of the items that expired.
+//!
+//! Seeded: it prints `seed N`; `SQL_CHAOS_SEED=N` replays the same run.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use cqrs_item::{Item, Value};
+use cqrs_local_stack::postgres::{self, Install, Instance};
+use cqrs_model::Model;
+use cqrs_sql::{migrate, schema::Schema};
+use cqrs_sql_sync::SqlSync;
+use tokio_postgres::NoTls;
+
+const MODEL: &str = r#"
+[entities.loan]
+pk = "LOAN#{tenant}"
+sk = "{loanId}"
+attributes.loanId = { type = "string", required = true, max = 26 }
+attributes.status = { type = "enum", values = ["out", "returned"], required = true }
+attributes.fee = { type = "number", width = 4 }
+"#;
+
+struct Pg {
+    state: PathBuf,
+    instance: Instance,
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        let _ = postgres::stop(&self.state, self.instance.port);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// xorshift64*: a seeded generator, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn loan(id: &str, version: i64, status: &str) -> Item {
+    let mut item = Item::example();
+    item.pk = "LOAN#t1".into();
+    item.sk = id.into();
+    item.id = format!("LOAN#t1#{id}");
+    (item.tenant_code, item.item_type, item.version) = ("t1".into(), "LOAN".into(), version);
+    item.cpk = Some("LOAN#t1".into());
+    item.csk = Some(format!("{id}@{version}"));
+    item.attributes.clear();
+    item.attributes.insert("loanId".into(), Value::from(id));
+    item.attributes.insert("status".into(), Value::from(status));
+    item.attributes.insert(
+        "fee".into(),
+        Value::Number(version.to_string().parse().unwrap()),
+    );
+    item
+}
+
+fn record(name: &str, item: &Item, sequence: u64) -> EventRecord {
+    let image: serde_dynamo::Item = item.to_attributes().unwrap().into();
+    let mut record = EventRecord::default();
+    record.event_name = name.into();
+    record.change.sequence_number = Some(format!("{sequence:021}"));
+    if name == "REMOVE" {
+        record.change.old_image = image;
+    } else {
+        record.change.new_image = image;
+    }
+    record
+}
+
+fn event(records: &[EventRecord]) -> Event {
+    let mut event = Event::default();
+    event.records = records.to_vec();
+    event
+}
+
+/// Delivers `batch` as Lambda's mapping does: from the reported record on, again, up to 3 retries;
+/// a record that still fails alone goes to the on-failure destination (`dead`), and what follows
+/// it is delivered.
+async fn deliver(sync: &SqlSync, batch: &[EventRecord], dead: &mut Vec<String>, faults: &mut u32) {
+    let mut start = 0;
+    let mut retries = 0;
+    while start < batch.len() {
+        let response = sync.handle(event(&batch[start..])).await;
+        let Some(failure) = response.batch_item_failures.first() else {
+            return;
+        };
+        let at = batch[start..]
+            .iter()
+            .position(|r| r.change.sequence_number == failure.item_identifier)
+            .expect("the failure names a record of the batch")
+            + start;
+        if at > start {
+            (start, retries) = (at, 0);
+            continue;
+        }
+        retries += 1;
+        *faults += 1;
+        if retries > 3 {
+            dead.push(batch[at].change.sequence_number.clone().unwrap());
+            (start, retries) = (at + 1, 0);
+        }
+    }
+}
+
+#[tokio::test]
+async fn postgres_ends_equal_to_the_data_table_under_duplicates_replays_reordering_and_faults() {
+    let seed = std::env::var("SQL_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("seed {seed}");
+    let mut rng = Rng(seed);
+
+    let state = std::env::temp_dir().join(format!("cqrs-sql-sync-chaos-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let install = Install::new();
+    install.ensure().unwrap();
+    let instance = postgres::start(&install, &state, None).unwrap();
+    let _pg = Pg { state, instance };
+    let model = Model::parse(MODEL).unwrap();
+    let v1 = migrate::plan(None, &Schema::of(&model)).unwrap().unwrap();
+    let sync = SqlSync::new(model, &instance.url());
+    assert_eq!(sync.migrate(&[(1, "V1__model.sql", &v1)]).await.unwrap(), 1);
+    assert_eq!(sync.migrate(&[(1, "V1__model.sql", &v1)]).await.unwrap(), 0);
+    let (admin, connection) = tokio_postgres::connect(&instance.url(), NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+
+    // The data table's history: 40 loans, 1 to 6 versions each; some versions do not fit the model
+    // (status "lost"); some loans expire (REMOVE of their last state).
+    let mut streams: Vec<Vec<EventRecord>> = Vec::new();
+    let mut expected: BTreeMap<String, Option<(i64, bool)>> = BTreeMap::new();
+    let mut sequence = 0u64;
+    for n in 0..40 {
+        let id = format!("L{n:02}");
+        let versions = 1 + rng.below(6) as i64;
+        let mut records = Vec::new();
+        let mut last = None;
+        for version in 1..=versions {
+            let fits = !rng.chance(20);
+            let item = loan(&id, version, if fits { "out" } else { "lost" });
+            sequence += 1;
+            records.push(record(
+                if version == 1 { "INSERT" } else { "MODIFY" },
+                &item,
+                sequence,
+            ));
+            last = Some((item, fits));
+        }
+        let (item, fits) = last.unwrap();
+        if rng.chance(15) {
+            sequence += 1;
+            records.push(record("REMOVE", &item, sequence));
+            expected.insert(id, None);
+        } else {
+            expected.insert(id, Some((item.version, fits)));
+        }
+        streams.push(records);
+    }
+
+    // 4 shards: each item's records stay in order within its shard; shards interleave.
+    let mut shards: Vec<Vec<EventRecord>> = vec![Vec::new(); 4];
+    for records in streams {
+        let shard = rng.below(4) as usize;
+        shards[shard].extend(records);
+    }
+    // One record that is not an item, in the middle of shard 0.
+    let mut bad = EventRecord::default();
+    bad.event_name = "MODIFY".into();
+    bad.change.sequence_number = Some("999999999999999999999".into());
+    let middle = shards[0].len() / 2;
+    shards[0].insert(middle, bad);
+
+    let mut dead = Vec::new();
+    let (mut faults, mut batches, mut replays) = (0u32, 0u32, 0u32);
+    for shard in &shards {
+        let mut delivered: Vec<Vec<EventRecord>> = Vec::new();
+        let mut at = 0;
+        while at < shard.len() {
+            let size = 1 + rng.below(12) as usize;
+            let batch = shard[at..(at + size).min(shard.len())].to_vec();
+            at += batch.len();
+            if rng.chance(15) {
+                // The database drops every connection (a restart, a failover).
+                admin
+                    .execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+                        &[],
+                    )
+                    .await
+                    .unwrap();
+            }
+            deliver(&sync, &batch, &mut dead, &mut faults).await;
+            batches += 1;
+            if rng.chance(20) {
+                deliver(&sync, &batch, &mut dead, &mut faults).await;
+                replays += 1;
+            }
+            if !delivered.is_empty() && rng.chance(15) {
+                let earlier = delivered[rng.below(delivered.len() as u64) as usize].clone();
+                deliver(&sync, &earlier, &mut dead, &mut faults).await;
+                replays += 1;
+            }
+            delivered.push(batch);
+        }
+    }
+    println!(
+        "{batches} batches, {replays} redelivered, {faults} failed deliveries retried, {} dead-lettered",
+        dead.len()
+    );
+    dead.dedup();
+    assert_eq!(
+        dead,
+        ["999999999999999999999"],
+        "only the record that is not an item (again when its batch was replayed)"
+    );
+    assert!(faults > 0, "the run injected faults");
+
+    // PostgreSQL holds the data table's last state, item for item.
+    let mut found: BTreeMap<String, Option<(i64, bool)>> =
+        expected.keys().map(|k| (k.clone(), None)).collect();
+    for (table, fits) in [("loan", true), ("cqrs_items", false)] {
+        for row in admin
+            .query(&format!(r#"SELECT "sk", "version" FROM "{table}""#), &[])
+            .await
+            .unwrap()
+        {
+            let sk: String = row.get(0);
+            let previous = found.insert(sk.clone(), Some((row.get(1), fits)));
+            assert_eq!(previous, Some(None), "{sk} is in one place only");
+        }
+    }
+    assert_eq!(found, expected);
+}
