@@ -141,7 +141,7 @@ enum ModelCommand {
     /// tenant, version, audit columns, soft delete, a typed column per declared attribute with its
     /// constraints, the rest as jsonb), a generic table, row-level security per tenant. Without
     /// --migrations: print the whole DDL. With it: write the folder's next migration
-    /// (V<n>__model.sql, and schema.json), or say it is up to date; with --check, write nothing
+    /// (`V<n>__model.sql`, and `schema.json`), or say it is up to date; with --check, write nothing
     /// and exit 1 when the model changed since the last migration.
     Sql {
         /// The model file.
