@@ -6,10 +6,12 @@
 //!   constraints, a generic table, row-level security per tenant.
 //! - [`migrate`]: versioned migrations from one model revision to the next.
 //! - [`rows`]: an item of the data table as a row: its table, its values.
+//! - [`verify`]: the relational read model compared with the data table, and repaired.
 //! - [`write`](mod@write): a batch of changes in one transaction, idempotent and newest-wins by version.
 #![forbid(unsafe_code)]
 
 pub mod migrate;
 pub mod rows;
 pub mod schema;
+pub mod verify;
 pub mod write;

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use tokio_postgres::{Client, types::ToSql};
+use tokio_postgres::{Client, Transaction, types::ToSql};
 
 use crate::rows::Row;
 use crate::schema::{GENERIC_TABLE, REMOVED_TABLE, ident};
@@ -100,6 +100,25 @@ pub async fn apply(
     client: &mut Client,
     changes: &[Change],
 ) -> Result<Written, tokio_postgres::Error> {
+    let transaction = client.transaction().await?;
+    let written = apply_in(&transaction, changes).await?;
+    transaction.commit().await?;
+    Ok(written)
+}
+
+/// [`apply`] inside a transaction of the caller's, which commits it (or not).
+///
+/// ```no_run
+/// # async fn example(client: &mut tokio_postgres::Client, changes: Vec<cqrs_sql::write::Change>) {
+/// let transaction = client.transaction().await.unwrap();
+/// cqrs_sql::write::apply_in(&transaction, &changes).await.unwrap();
+/// transaction.commit().await.unwrap();
+/// # }
+/// ```
+pub async fn apply_in(
+    transaction: &Transaction<'_>,
+    changes: &[Change],
+) -> Result<Written, tokio_postgres::Error> {
     // Each item's newest change of the batch; on a tie the later one.
     let mut newest: HashMap<(&str, &str), usize> = HashMap::new();
     for (at, change) in changes.iter().enumerate() {
@@ -145,7 +164,6 @@ pub async fn apply(
         }
     }
 
-    let transaction = client.transaction().await?;
     for ((table, other), rows) in &groups {
         let per_row = rows[0].values.len();
         for chunk in rows.chunks((MAX_PARAMETERS / per_row).max(1)) {
@@ -192,7 +210,6 @@ pub async fn apply(
         }
         written.deleted += deleted;
     }
-    transaction.commit().await?;
     Ok(written)
 }
 

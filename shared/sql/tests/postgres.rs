@@ -378,3 +378,75 @@ async fn row_level_security_refuses_another_tenants_rows() {
         .unwrap_or_default();
     assert!(message.contains("permission denied"), "{write:?}");
 }
+
+#[tokio::test]
+async fn verify_names_every_kind_of_difference_and_repair_leaves_none() {
+    let (_pg, mut client) = migrated("verify").await;
+    let model = model();
+    let schema = Schema::of(&model);
+    let expected_items = [
+        loan("V1", 2, "out"),      // behind: PostgreSQL has version 1
+        loan("V2", 1, "out"),      // ahead: PostgreSQL has version 3
+        loan("V3", 1, "out"),      // content: another status at the same version
+        loan("V4", 1, "out"),      // missing
+        loan("V5", 1, "out"),      // fine
+        loan("V7", 1, "returned"), // misplaced: in the generic table
+    ];
+    let expected: Vec<_> = expected_items
+        .iter()
+        .map(|i| row(&model, &schema, i))
+        .collect();
+    apply(
+        &mut client,
+        &[
+            upsert(&loan("V1", 1, "out")),
+            upsert(&loan("V2", 3, "out")),
+            upsert(&loan("V3", 1, "returned")),
+            upsert(&loan("V5", 1, "out")),
+            upsert(&loan("V6", 1, "out")), // orphan
+        ],
+    )
+    .await
+    .unwrap();
+    client
+        .batch_execute(
+            r#"INSERT INTO "cqrs_items" ("pk", "sk", "id", "tenant_code", "item_type", "version", "reason")
+               VALUES ('LOAN#t1', 'V7', 'LOAN#t1#V7', 't1', 'LOAN', 1, 'planted')"#,
+        )
+        .await
+        .unwrap();
+    let differences = cqrs_sql::verify::compare(&client, &schema, &expected)
+        .await
+        .unwrap();
+    let kinds: Vec<(&str, &str)> = differences
+        .iter()
+        .map(|d| (d.sk.as_str(), d.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("V1", "behind"),
+            ("V2", "ahead"),
+            ("V3", "content"),
+            ("V4", "missing"),
+            ("V6", "orphan"),
+            ("V7", "misplaced"),
+        ]
+    );
+    let repaired = cqrs_sql::verify::repair(&mut client, &schema, &expected, &differences)
+        .await
+        .unwrap();
+    assert_eq!(repaired, 6);
+    assert!(
+        cqrs_sql::verify::compare(&client, &schema, &expected)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(state(&client, "V2").await, (Some((1, "out".into())), None));
+    assert_eq!(state(&client, "V6").await, (None, None));
+    assert_eq!(
+        state(&client, "V7").await,
+        (Some((1, "returned".into())), None)
+    );
+}

@@ -9,6 +9,7 @@ pub mod change_log;
 pub mod heads;
 pub mod rebuild;
 pub mod redrive;
+pub mod sql;
 pub mod verify;
 
 use std::process::ExitCode;

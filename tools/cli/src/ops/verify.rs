@@ -5,7 +5,8 @@
 //! holds the same version with other content (`content`), or holds an item history has never
 //! seen (`orphan`). Content is compared without what a rebuild may recompute (the index keys,
 //! `entity`, `modelRevision`). The counts and the first keys of each kind are printed; the exit
-//! code is 1 when anything differs.
+//! code is 1 when anything differs. With `--sql`, the relational read model is compared with the
+//! data table instead (`super::sql`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
@@ -36,6 +37,15 @@ pub struct VerifyArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Compare the relational read model (PostgreSQL at --sql-url) with the data table instead.
+    #[arg(long)]
+    pub sql: bool,
+    /// The relational read model's connection string (postgres://user:password@host:port/db).
+    #[arg(long, env = "SQL_URL", requires = "sql")]
+    pub sql_url: Option<String>,
+    /// With --sql: the service's model file (what each state's row is).
+    #[arg(long, default_value = "model.toml")]
+    pub model: std::path::PathBuf,
 }
 
 /// One differing item.
@@ -56,6 +66,21 @@ pub struct Difference {
 
 /// Runs `cqrs verify`.
 pub async fn run(args: VerifyArgs) -> ExitCode {
+    if args.sql {
+        let Some(url) = args.sql_url.as_deref() else {
+            return fail("verify --sql", "give --sql-url (or SQL_URL): the database");
+        };
+        return super::sql::run(super::sql::SqlRun {
+            connection: &args.connection,
+            url,
+            model: &args.model,
+            segments: args.segments,
+            show: args.show,
+            json: args.json,
+            repair: false,
+        })
+        .await;
+    }
     let store = match args.connection.store(&[Need::Data, Need::History]).await {
         Ok(store) => store,
         Err(e) => return fail("verify", e),
@@ -126,7 +151,7 @@ pub async fn run(args: VerifyArgs) -> ExitCode {
 }
 
 /// Every row of `table` in `scope`, all segments at once.
-async fn scan_all(
+pub(crate) async fn scan_all(
     store: &Store,
     table: ItemTable,
     scope: &ScanScope,
