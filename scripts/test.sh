@@ -77,7 +77,7 @@ cargo test -p reliability --locked -- --nocapture
 step "end to end: the local stack (cqrs dev up, as make dev-up) on 127.0.0.1:$e2e_api_port"
 API_PORT=$e2e_api_port DDB_LOCAL_PORT=$e2e_ddb_port DEV_STATE_DIR=$e2e_state STACK_PREFIX=e2e \
     DEV_NO_RELOAD=1 "$cqrs" dev up
-LOCAL_STACK_URL="http://127.0.0.1:$e2e_api_port" \
+LOCAL_STACK_URL="http://127.0.0.1:$e2e_api_port" LOCAL_STACK_STATE="$e2e_state" \
     cargo test -p cqrs-local-stack --locked --test e2e -- --ignored --nocapture
 
 step "API conformance: answers of the local stack against openapi.yaml (schemathesis)"

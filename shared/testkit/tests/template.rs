@@ -97,7 +97,11 @@ fn data_table() {
         t.attributes.len(),
         2 + cqrs_model::Model::example().index_attribute_names().len()
     );
-    assert_eq!(t.stream_view_type, None);
+    // Newest states with their previous ones, for sql-sync (the relational read model).
+    assert_eq!(
+        t.stream_view_type,
+        Some(aws_sdk_dynamodb::types::StreamViewType::NewAndOldImages)
+    );
     assert_eq!(
         t.global_secondary_indexes.len(),
         cqrs_model::Model::example().indexes().len()

@@ -251,7 +251,7 @@ fn print_stack(dev: &dev::Dev, stack: &dev::Stack) {
     routes: POST/PATCH {api}/commands, GET {api}/items/{{pk}}[/{{sk}}[/versions[/{{v}}]]],
             GET {api}/query/{{pattern}}, and the service's own (Cargo.toml's watch router)
     callers: CALLER_MODE=local: send x-tenant-code, x-user-id (and x-roles) headers
-    logs: {state}/functions.log, {state}/stream-mapper.log
+    logs: {state}/functions.log, {state}/stream-mapper.log (and sql-mapper.log with a sql-sync function)
     records that failed every retry: {state}/stream-failures.jsonl
     records data-sync parked: cqrs dev parked <tenant> [<item id>]
     invoke a function: cargo lambda invoke -A 127.0.0.1 -P {port} <function> --data-file events/...",

@@ -1,6 +1,8 @@
 //! The local stack of a service (`cqrs dev`): DynamoDB Local with streams, the tables of the
 //! service's `template.yaml`, its functions under `cargo lambda watch` behind one base URL on
-//! 127.0.0.1, and the stream mapping that feeds the command table's stream to data-sync.
+//! 127.0.0.1, and the stream mapping that feeds the command table's stream to data-sync. When the
+//! service has a `sql-sync` binary (the relational read model), also a PostgreSQL of its own and a
+//! second mapping: the data table's stream into sql-sync.
 //!
 //! Every process it starts is recorded in the state folder (`<name>.pid`, `<name>.log`), in its own
 //! process group, so that [`down`] (another process, later) stops them all, and a failed [`Dev::up`]
@@ -72,6 +74,12 @@ pub struct Dev {
     pub mapper: Vec<OsString>,
     /// `RUST_LOG` of the functions (default `info`).
     pub rust_log: String,
+    /// The function fed by the data table's stream, the relational read model's (default
+    /// `sql-sync` when the service has `src/bin/sql-sync.rs`, else none): with it, a PostgreSQL of
+    /// the stack's own runs too, and the functions get its `SQL_URL`.
+    pub sql_function: Option<String>,
+    /// PostgreSQL's port (default: a free one).
+    pub postgres_port: Option<u16>,
 }
 
 /// A stack that is up.
@@ -112,6 +120,11 @@ impl Dev {
             },
             mapper,
             rust_log: "info".into(),
+            sql_function: root
+                .join("src/bin/sql-sync.rs")
+                .is_file()
+                .then(|| "sql-sync".to_string()),
+            postgres_port: None,
             root,
         }
     }
@@ -164,7 +177,17 @@ impl Dev {
             .map_err(DevError::Step)?;
         lines.extend(table_lines);
 
-        let env = self.environment(&dynamodb, &tables);
+        let mut env = self.environment(&dynamodb, &tables);
+        if self.sql_function.is_some() {
+            let install = crate::postgres::Install::new();
+            install
+                .ensure()
+                .map_err(|e| DevError::Step(e.to_string()))?;
+            let postgres = crate::postgres::start(&install, &self.state, self.postgres_port)
+                .map_err(|e| DevError::Step(e.to_string()))?;
+            lines.push(format!("PostgreSQL       {}", postgres.url()));
+            env.push(("SQL_URL".into(), postgres.url()));
+        }
         let env_file = self.state.join("functions.env");
         let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         std::fs::write(&env_file, text)
@@ -230,6 +253,36 @@ impl Dev {
             "stream mapping   {command_table} stream -> {} (pid {pid})",
             self.sync_function
         ));
+        if let Some(function) = &self.sql_function {
+            let data_table = tables
+                .get(cqrs_testkit::template::DATA_TABLE)
+                .ok_or_else(|| DevError::Step("template.yaml has no DataTable".into()))?;
+            let mut command = Command::new(program);
+            command
+                .args(args)
+                .arg(data_table)
+                .arg(&api)
+                .arg(function)
+                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .env("CQRS_TEMPLATE", self.template())
+                .env(
+                    "STREAM_FAILURES_FILE",
+                    self.state.join("sql-stream-failures.jsonl"),
+                )
+                .current_dir(&self.root);
+            let mut sql_mapper = spawn(&self.state, "sql-mapper", &mut command)?;
+            let pid = sql_mapper.id();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if !matches!(sql_mapper.try_wait(), Ok(None)) {
+                return Err(DevError::Step(format!(
+                    "the data table's stream mapper stopped:\n{}",
+                    tail(&self.state.join("sql-mapper.log"), 30)
+                )));
+            }
+            lines.push(format!(
+                "stream mapping   {data_table} stream -> {function} (pid {pid})"
+            ));
+        }
         Ok(Stack {
             api,
             dynamodb,
@@ -333,6 +386,7 @@ pub fn down(state: &Path) -> Result<Vec<String>, DevError> {
     let mut stopped = Vec::new();
     for (name, marker) in [
         ("stream-mapper", MAPPER_MARKER),
+        ("sql-mapper", MAPPER_MARKER),
         ("functions", FUNCTIONS_MARKER),
     ] {
         if let Some(pid) = pid_of(state, name, marker)
@@ -345,6 +399,11 @@ pub fn down(state: &Path) -> Result<Vec<String>, DevError> {
     for instance in dynamodb_local::running(state) {
         if dynamodb_local::stop(state, instance.port)? {
             stopped.push(format!("DynamoDB Local on 127.0.0.1:{}", instance.port));
+        }
+    }
+    for instance in crate::postgres::running(state) {
+        if crate::postgres::stop(state, instance.port).map_err(|e| DevError::Step(e.to_string()))? {
+            stopped.push(format!("PostgreSQL on 127.0.0.1:{}", instance.port));
         }
     }
     Ok(stopped)
@@ -366,7 +425,17 @@ pub fn status(state: &Path) -> Vec<(String, Option<u32>)> {
             "stream-mapper".to_string(),
             pid_of(state, "stream-mapper", MAPPER_MARKER),
         ),
+        (
+            "sql-mapper".to_string(),
+            pid_of(state, "sql-mapper", MAPPER_MARKER),
+        ),
     ];
+    for instance in crate::postgres::running(state) {
+        out.push((
+            format!("postgres (127.0.0.1:{})", instance.port),
+            Some(instance.pid),
+        ));
+    }
     let running = dynamodb_local::running(state);
     if running.is_empty() {
         out.push(("dynamodb-local".into(), None));
@@ -385,9 +454,9 @@ pub fn status(state: &Path) -> Vec<(String, Option<u32>)> {
 pub async fn follow_logs(state: &Path, until: impl std::future::Future<Output = ()>) {
     use std::io::{Read, Seek, SeekFrom};
     tokio::pin!(until);
-    let names = ["functions", "stream-mapper"];
-    let mut offsets = [0u64; 2];
-    let mut partial = [String::new(), String::new()];
+    let names = ["functions", "stream-mapper", "sql-mapper"];
+    let mut offsets = [0u64; 3];
+    let mut partial = [String::new(), String::new(), String::new()];
     loop {
         for (i, name) in names.iter().enumerate() {
             let Ok(mut file) = std::fs::File::open(state.join(format!("{name}.log"))) else {

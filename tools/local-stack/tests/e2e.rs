@@ -5,6 +5,8 @@
 //! Ignored by plain `cargo test`: the test command starts the stack and runs it with
 //! `LOCAL_STACK_URL` set (`cargo test -p cqrs-local-stack --test e2e -- --ignored`).
 
+use std::time::{Duration, Instant};
+
 use cqrs_testkit::api::Api;
 use serde_json::json;
 
@@ -156,4 +158,91 @@ async fn an_entity_command_is_read_back_through_its_access_patterns() {
         .call("GET", &format!("{by_user}&tenant=t1"), "t2", None)
         .await;
     assert_eq!((status, problem["field"].clone()), (400, json!("tenant")));
+}
+
+/// The stack's PostgreSQL (the relational read model), from its state folder.
+async fn postgres() -> tokio_postgres::Client {
+    let state =
+        std::env::var("LOCAL_STACK_STATE").expect("LOCAL_STACK_STATE: the stack's state folder");
+    let instance = cqrs_local_stack::postgres::running(state.as_ref())
+        .into_iter()
+        .next()
+        .expect("the stack runs a PostgreSQL (the example service has a sql-sync function)");
+    let (client, connection) = tokio_postgres::connect(&instance.url(), tokio_postgres::NoTls)
+        .await
+        .expect("connects");
+    tokio::spawn(connection);
+    client
+}
+
+/// Polls the product's row in PostgreSQL (table `table`) until it has `version`; returns how long.
+async fn row_at(client: &tokio_postgres::Client, table: &str, sk: &str, version: i64) -> Duration {
+    let start = Instant::now();
+    loop {
+        let found: Option<i64> = client
+            .query_opt(
+                &format!(
+                    r#"SELECT "version" FROM "{table}" WHERE "pk" = 'PRODUCT#t1' AND "sk" = $1"#
+                ),
+                &[&sk],
+            )
+            .await
+            .ok()
+            .flatten()
+            .map(|row| row.get(0));
+        if found == Some(version) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{table} {sk} never reached version {version}: {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the running local stack: run through `make test`"]
+async fn a_command_reaches_postgres_and_a_failing_postgres_leaves_data_sync_untouched() {
+    let api = api();
+    let sql = postgres().await;
+    let sk = format!("SQL{}", std::process::id());
+    let item_path = format!("/items/PRODUCT%23t1/{sk}");
+    let create = json!({"pk": "PRODUCT#t1", "sk": sk, "version": 0, "name": "first",
+        "attributes": {"priceCents": 100, "category": "tea"}});
+    let (status, body) = api.call("POST", "/commands", "t1", Some(create)).await;
+    assert_eq!(status, 202, "{body}");
+    let lag = row_at(&sql, "product", &sk, 1).await;
+    println!("e2e: version 1 in PostgreSQL {lag:?} after the command was accepted");
+
+    // PostgreSQL refuses sql-sync's writes (its table is gone): data-sync goes on regardless.
+    sql.batch_execute(r#"ALTER TABLE "product" RENAME TO "product_away""#)
+        .await
+        .unwrap();
+    let update = json!({"pk": "PRODUCT#t1", "sk": sk, "version": 1, "name": "second",
+        "attributes": {"priceCents": 120, "category": "tea"}});
+    let (status, body) = api.call("POST", "/commands", "t1", Some(update)).await;
+    assert_eq!(status, 202, "{body}");
+    let (_, delay) = api
+        .wait_for(&item_path, "t1", |s, b| s == 200 && b["version"] == 2)
+        .await;
+    println!(
+        "e2e: with PostgreSQL failing, version 2 still in the data table {delay:?} after the command"
+    );
+    let stuck: i64 = sql
+        .query_one(
+            r#"SELECT "version" FROM "product_away" WHERE "pk" = 'PRODUCT#t1' AND "sk" = $1"#,
+            &[&sk],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stuck, 1, "sql-sync could not write version 2");
+
+    // PostgreSQL is back: the retried batch catches up.
+    sql.batch_execute(r#"ALTER TABLE "product_away" RENAME TO "product""#)
+        .await
+        .unwrap();
+    let caught_up = row_at(&sql, "product", &sk, 2).await;
+    println!("e2e: version 2 in PostgreSQL {caught_up:?} after it was back");
 }
