@@ -5,12 +5,14 @@
 //! - [`schema`]: the schema of a model: a table per entity, typed columns with the model's
 //!   constraints, a generic table, row-level security per tenant.
 //! - [`migrate`]: versioned migrations from one model revision to the next.
+//! - [`read`]: reading as a caller of one tenant (row-level security).
 //! - [`rows`]: an item of the data table as a row: its table, its values.
 //! - [`verify`]: the relational read model compared with the data table, and repaired.
 //! - [`write`](mod@write): a batch of changes in one transaction, idempotent and newest-wins by version.
 #![forbid(unsafe_code)]
 
 pub mod migrate;
+pub mod read;
 pub mod rows;
 pub mod schema;
 pub mod verify;

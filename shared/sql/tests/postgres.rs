@@ -331,6 +331,22 @@ async fn row_level_security_refuses_another_tenants_rows() {
     .await
     .unwrap();
 
+    // Through the reader's session of the crate: t2 sees its own loan only, even when it asks
+    // for t1's.
+    let session = cqrs_sql::read::as_tenant(&mut client, "t2").await.unwrap();
+    let seen: Vec<String> = session
+        .query(
+            r#"SELECT "sk" FROM "loan" WHERE "tenant_code" IN ('t1', 't2')"#,
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(seen, ["L9"]);
+    session.commit().await.unwrap();
+
     // The service's reader, as tenant t1: its own loans and the common branches, never t2's.
     client
         .batch_execute("SET ROLE cqrs_reader; SET cqrs.tenant = 't1'")
