@@ -7,6 +7,13 @@ use cqrs_problem::ApiError;
 /// The library's model (`model.toml`), compiled in.
 pub const MODEL: &str = include_str!("../model.toml");
 
+/// The migrations of the library's relational read model (`migrations/`), in order.
+pub const MIGRATIONS: &[(u32, &str, &str)] = &[(
+    1,
+    "V1__model.sql",
+    include_str!("../migrations/V1__model.sql"),
+)];
+
 /// The library's command hooks, by entity.
 pub fn hooks() -> Hooks {
     Hooks::new().on("loan", LoanRules).on("member", MemberRules)

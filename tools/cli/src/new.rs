@@ -25,13 +25,16 @@ const REQUIREMENTS: &str = include_str!("new/service/requirements-tools.txt");
 const COMMAND_HANDLER: &str = include_str!("new/service/src/bin/command-handler.rs");
 const DATA_SYNC: &str = include_str!("new/service/src/bin/data-sync.rs");
 const QUERY_HANDLER: &str = include_str!("new/service/src/bin/query-handler.rs");
+const SQL_SYNC: &str = include_str!("new/service/src/bin/sql-sync.rs");
+const TASK_REPORT: &str = include_str!("new/service/src/bin/task-report.rs");
 const LIB: &str = include_str!("new/service/src/lib.rs.in");
 const MODEL_TEST: &str = include_str!("new/service/tests/model.rs");
+const REPORT_TEST: &str = include_str!("new/service/tests/report.rs");
 const CREATE_EVENT: &str = include_str!("new/service/events/command-handler/create-task.json");
 const QUERY_EVENT: &str = include_str!("new/service/events/query-handler/tasks-of-owner.json");
 
 /// The framework crates a service depends on, and where each lives in the framework's repository.
-pub(crate) const CRATES: [(&str, &str); 9] = [
+pub(crate) const CRATES: [(&str, &str); 11] = [
     ("cqrs-command-handler", "functions/command-handler"),
     ("cqrs-data-sync", "functions/data-sync"),
     ("cqrs-query-handler", "functions/query-handler"),
@@ -41,6 +44,8 @@ pub(crate) const CRATES: [(&str, &str); 9] = [
     ("cqrs-testkit", "shared/testkit"),
     ("cqrs-store", "shared/store"),
     ("cqrs-caller", "shared/caller"),
+    ("cqrs-sql", "shared/sql"),
+    ("cqrs-sql-sync", "functions/sql-sync"),
 ];
 
 /// Where the service takes the framework's crates from.
@@ -162,6 +167,12 @@ pub fn sam_template(model: &Model, prefix: &str) -> String {
 pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)>, String> {
     check_name(name)?;
     let model = Model::parse(MODEL_TOML).map_err(|e| format!("the starter model: {e}"))?;
+    // The relational read model's first migration, and the schema it leads to.
+    let schema = cqrs_sql::schema::Schema::of(&model);
+    let first_migration = cqrs_sql::migrate::plan(None, &schema)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let schema_json = serde_json::to_string_pretty(&schema).map_err(|e| e.to_string())? + "\n";
     let fill = |text: &str| {
         let mut out = text
             .replace("{{name}}", name)
@@ -187,7 +198,12 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         ("src/bin/command-handler.rs", fill(COMMAND_HANDLER)),
         ("src/bin/data-sync.rs", DATA_SYNC.to_string()),
         ("src/bin/query-handler.rs", fill(QUERY_HANDLER)),
+        ("src/bin/sql-sync.rs", fill(SQL_SYNC)),
+        ("src/bin/task-report.rs", fill(TASK_REPORT)),
+        ("migrations/V1__model.sql", first_migration),
+        ("migrations/schema.json", schema_json),
         ("tests/model.rs", fill(MODEL_TEST)),
+        ("tests/report.rs", REPORT_TEST.to_string()),
         (
             "events/command-handler/create-task.json",
             CREATE_EVENT.to_string(),
