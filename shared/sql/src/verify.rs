@@ -93,22 +93,7 @@ async fn content_differences(
         let per_row = rows[0].values.len();
         for chunk in rows.chunks((20_000 / per_row).max(1)) {
             let columns: Vec<String> = chunk[0].columns.iter().map(|c| ident(c)).collect();
-            let mut params: Vec<Option<String>> = Vec::new();
-            let tuples: Vec<String> = chunk
-                .iter()
-                .map(|row| {
-                    let cells: Vec<String> = row
-                        .values
-                        .iter()
-                        .zip(&row.types)
-                        .map(|(value, ty)| {
-                            params.push(value.clone());
-                            format!("(${}::text)::{ty}", params.len())
-                        })
-                        .collect();
-                    format!("({})", cells.join(", "))
-                })
-                .collect();
+            let (tuples, params) = crate::write::values(chunk);
             let list = columns.join(", ");
             let t_list: Vec<String> = columns.iter().map(|c| format!("t.{c}")).collect();
             let v_list: Vec<String> = columns.iter().map(|c| format!("v.{c}")).collect();

@@ -213,16 +213,10 @@ pub async fn apply_in(
     Ok(written)
 }
 
-/// The statement that upserts `rows` into `table` (and deletes their older rows from `other`):
-/// it answers one row, (rows written, rows deleted).
-fn upsert_statement(
-    table: &str,
-    other: Option<&str>,
-    rows: &[&Row],
-) -> (String, Vec<Option<String>>) {
-    let first = rows[0];
-    let columns: Vec<String> = first.columns.iter().map(|c| ident(c)).collect();
-    let mut params = Vec::with_capacity(rows.len() * columns.len());
+/// The `VALUES` tuples of `rows`, each value a parameter sent as text and cast to its column's type
+/// (`($1::text)::bigint`), and the parameters in order.
+pub(crate) fn values(rows: &[&Row]) -> (Vec<String>, Vec<Option<String>>) {
+    let mut params = Vec::with_capacity(rows.len() * rows[0].values.len());
     let mut tuples = Vec::with_capacity(rows.len());
     for row in rows {
         let cells: Vec<String> = row
@@ -236,6 +230,18 @@ fn upsert_statement(
             .collect();
         tuples.push(format!("({})", cells.join(", ")));
     }
+    (tuples, params)
+}
+
+/// The statement that upserts `rows` into `table` (and deletes their older rows from `other`):
+/// it answers one row, (rows written, rows deleted).
+fn upsert_statement(
+    table: &str,
+    other: Option<&str>,
+    rows: &[&Row],
+) -> (String, Vec<Option<String>>) {
+    let columns: Vec<String> = rows[0].columns.iter().map(|c| ident(c)).collect();
+    let (tuples, params) = values(rows);
     let target = ident(table);
     let list = columns.join(", ");
     let updates: Vec<String> = columns

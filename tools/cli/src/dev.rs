@@ -133,20 +133,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
             print_stack(&dev, &stack);
             println!("\nLogs follow. Ctrl-C stops everything.");
             // Ctrl-C, or a SIGTERM (a terminal closing, a process manager): everything stops.
-            let mut terminate =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            dev::follow_logs(&dev.state, async move {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = async {
-                        match terminate.as_mut() {
-                            Some(signal) => { signal.recv().await; }
-                            None => std::future::pending::<()>().await,
-                        }
-                    } => {}
-                }
-            })
-            .await;
+            dev::follow_logs(&dev.state, cqrs_local_stack::stack::shutdown_signal()).await;
             println!("\nstopping the local stack");
             down(&dev)
         }

@@ -248,7 +248,15 @@ pub async fn stream_mapper(table: &str, url: &str, function: &str) -> Result<(),
     }
 }
 
-async fn shutdown_signal() {
+/// Completes on Ctrl-C or SIGTERM (a terminal closing, a process manager stopping the stack).
+///
+/// ```no_run
+/// # async fn example() {
+/// cqrs_local_stack::stack::shutdown_signal().await;
+/// println!("stopping");
+/// # }
+/// ```
+pub async fn shutdown_signal() {
     let mut terminate =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
