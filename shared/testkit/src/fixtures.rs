@@ -100,6 +100,53 @@ impl TestTables {
             Err(e) => panic!("command table stream: {e}"),
         }
     }
+
+    /// The data table's stream ARN (`NEW_AND_OLD_IMAGES`: what sql-sync reads).
+    ///
+    /// # Panics
+    ///
+    /// When the table has no stream or the SDK call fails.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let tables = cqrs_testkit::fresh_tables().await;
+    /// assert!(tables.data_stream_arn().await.contains(&tables.data));
+    /// # }
+    /// ```
+    pub async fn data_stream_arn(&self) -> String {
+        match tables::latest_stream_arn(&self.client, &self.data).await {
+            Ok(arn) => arn,
+            Err(e) => panic!("data table stream ARN: {e}"),
+        }
+    }
+
+    /// Waits (up to 10 s) until the data table's stream holds at least `min` records and returns
+    /// them all, oldest first per shard.
+    ///
+    /// # Panics
+    ///
+    /// On an SDK error or when fewer than `min` records arrive in time.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let tables = cqrs_testkit::fresh_tables().await;
+    /// // ... data-sync projects one item ...
+    /// let records = tables.data_stream_records(1).await;
+    /// # let _ = records;
+    /// # }
+    /// ```
+    pub async fn data_stream_records(&self, min: usize) -> Vec<Record> {
+        let arn = self.data_stream_arn().await;
+        let streams = crate::streams_client().await;
+        match tables::wait_for_stream_records(&streams, &arn, min, Duration::from_secs(10)).await {
+            Ok(records) => records,
+            Err(e) => panic!("data table stream: {e}"),
+        }
+    }
 }
 
 /// A fresh prefix for table names: `t-<ulid>` (unique per call).

@@ -6,7 +6,9 @@
 //! reported record on.
 //!
 //! In the end the data table must equal the newest version of every item and the history table
-//! must hold every version, exactly.
+//! must hold every version, exactly. Then the data table's own stream (what data-sync wrote) goes to
+//! sql-sync the same way, shuffled, duplicated and replayed, with every PostgreSQL connection dropped
+//! before some deliveries; PostgreSQL must end equal to the data table.
 //!
 //! Everything random comes from one seed (printed; `RELIABILITY_SEED=<seed>` replays a run). Fault
 //! decisions hash the seed with the delivery, the invocation, the write and the key, so they do
@@ -393,5 +395,136 @@ async fn ten_thousand_commands_survive_shuffled_duplicated_replayed_batches_and_
          and {} versions in the history table: all equal",
         expected_data.len(),
         expected_history.len()
+    );
+
+    // 6. The relational read model: the data table's stream, into sql-sync under the same kind of
+    //    chaos (shuffled, duplicated and replayed batches), with PostgreSQL dropping every
+    //    connection before some deliveries. PostgreSQL must end equal to the data table.
+    sql_under_faults(&tables, &mut rng, seed, &data).await;
+}
+
+/// A throwaway PostgreSQL, stopped on drop (also when an assertion fails).
+struct Pg {
+    state: std::path::PathBuf,
+    instance: cqrs_local_stack::postgres::Instance,
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        let _ = cqrs_local_stack::postgres::stop(&self.state, self.instance.port);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// Lambda's delivery of one batch to sql-sync: while a record is reported, again from it.
+async fn deliver_sql(sync: &cqrs_sql_sync::SqlSync, records: &[EventRecord]) -> usize {
+    let (mut from, mut failed) = (0, 0);
+    for invocation in 0.. {
+        assert!(invocation < 200, "a sql-sync delivery does not converge");
+        let response = sync.handle(event_of(&records[from..])).await;
+        let Some(failure) = response.batch_item_failures.first() else {
+            return failed;
+        };
+        failed += 1;
+        let id = failure.item_identifier.as_deref().unwrap_or_default();
+        from += records[from..]
+            .iter()
+            .position(|r| sequence_number(r) == id)
+            .unwrap_or_else(|| panic!("reported {id:?} is not in the batch"));
+    }
+    failed
+}
+
+async fn sql_under_faults(
+    tables: &cqrs_testkit::TestTables,
+    rng: &mut Rng,
+    seed: u64,
+    data: &[Item],
+) {
+    let started = std::time::Instant::now();
+    // Every state data-sync wrote, once the stream holds them all (one per item at least).
+    let mut stream = tables.data_stream_records(data.len()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let again = tables.data_stream_records(data.len()).await;
+    if again.len() > stream.len() {
+        stream = again;
+    }
+    let arn = tables.data_stream_arn().await;
+    let records = cqrs_testkit::stream_event::lambda_event(&stream, &arn)
+        .expect("a Lambda event")
+        .records;
+
+    let state = std::env::temp_dir().join(format!("reliability-sql-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let install = cqrs_local_stack::postgres::Install::new();
+    install.ensure().expect("PostgreSQL installs");
+    let instance = cqrs_local_stack::postgres::start(&install, &state, None).expect("starts");
+    let _pg = Pg { state, instance };
+    let model = cqrs_model::Model::example();
+    let schema = cqrs_sql::schema::Schema::of(&model);
+    let v1 = cqrs_sql::migrate::plan(None, &schema).unwrap().unwrap();
+    let sync = cqrs_sql_sync::SqlSync::new(model.clone(), &instance.url());
+    sync.migrate(&[(1, "V1__model.sql", &v1)]).await.unwrap();
+    let (admin, connection) = tokio_postgres::connect(&instance.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+
+    let mut deliveries: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    while start < records.len() {
+        let end = (start + rng.range(1, 100)).min(records.len());
+        deliveries.push(start..end);
+        if rng.chance(100) {
+            deliveries.push(start..end);
+        }
+        start = end;
+    }
+    for _ in 0..5 {
+        let from = rng.below(records.len() as u64) as usize;
+        deliveries.push(from..(from + rng.range(50, 300)).min(records.len()));
+    }
+    rng.shuffle(&mut deliveries);
+    let (mut drops, mut retried) = (0, 0);
+    for range in &deliveries {
+        if rng.chance(50) {
+            admin
+                .execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            drops += 1;
+        }
+        retried += deliver_sql(&sync, &records[range.clone()]).await;
+    }
+    assert!(
+        drops > 0 && retried > 0,
+        "faults were injected (seed {seed})"
+    );
+
+    let expected: Vec<_> = data
+        .iter()
+        .map(|item| cqrs_sql::rows::row(&model, &schema, item))
+        .collect();
+    let differences = cqrs_sql::verify::compare(&admin, &schema, &expected)
+        .await
+        .unwrap();
+    println!(
+        "projection under faults: sql-sync: {} data-table records in {} deliveries (shuffled, \
+         duplicated, replayed), every connection dropped {drops} times, {retried} failed \
+         invocations retried; PostgreSQL checked against {} items in {:.1?}: {} differences",
+        records.len(),
+        deliveries.len(),
+        expected.len(),
+        started.elapsed(),
+        differences.len()
+    );
+    assert!(
+        differences.is_empty(),
+        "PostgreSQL differs from the data table (seed {seed}): {:?}",
+        &differences[..differences.len().min(5)]
     );
 }
