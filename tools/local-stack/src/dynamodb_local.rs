@@ -46,9 +46,11 @@ pub enum Error {
         /// Its exit status or error.
         detail: String,
     },
-    /// The instance did not answer in time, or exited.
-    #[error("DynamoDB Local did not start on 127.0.0.1:{port}: {detail}")]
+    /// The server did not answer in time, or exited.
+    #[error("{server} did not start on 127.0.0.1:{port}: {detail}")]
     NotStarted {
+        /// Which server (`DynamoDB Local`, `PostgreSQL`).
+        server: &'static str,
         /// The port it was given.
         port: u16,
         /// What was seen (the log's tail).
@@ -67,7 +69,7 @@ pub enum Error {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -487,6 +489,7 @@ fn start_on(jar_dir: &Path, state: &Path, port: u16) -> Result<Instance, Error> 
         if let Ok(Some(status)) = child.try_wait() {
             let _ = std::fs::remove_file(&pid_path);
             return Err(Error::NotStarted {
+                server: "DynamoDB Local",
                 port,
                 detail: format!("it exited ({status}): {}", tail(&log_path, 20)),
             });
@@ -504,6 +507,7 @@ fn start_on(jar_dir: &Path, state: &Path, port: u16) -> Result<Instance, Error> 
             let _ = child.wait();
             let _ = std::fs::remove_file(&pid_path);
             return Err(Error::NotStarted {
+                server: "DynamoDB Local",
                 port,
                 detail: format!("no answer after {timeout:?}: {}", tail(&log_path, 20)),
             });

@@ -1,6 +1,6 @@
 //! PostgreSQL for tests and the local stack: Debian's server binaries (installed with apt where
 //! they are missing), a throwaway cluster started on 127.0.0.1 in the background, found again from
-//! another process, and stopped, in the manner of [`dynamodb_local`].
+//! another process, and stopped, in the manner of [`crate::dynamodb_local`].
 //!
 //! Each instance is one `postgres` server (its postmaster leads its own process group) with a fresh
 //! data folder `<state>/postgres-<port>/`, recorded in the state folder as `postgres-<port>.pid`
@@ -32,8 +32,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::dynamodb_local::{
-    self, FirstSignal, apt_install, free_port, is_live, port_busy, stop_group, stop_group_with,
-    tail,
+    FirstSignal, apt_install, free_port, io, is_live, port_busy, stop_group, stop_group_with, tail,
 };
 
 /// Where Debian installs PostgreSQL's server, one folder per major version.
@@ -42,55 +41,14 @@ pub const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
 /// The programs [`Install::bin_dir`] requires in a version's `bin` folder.
 const PROGRAMS: [&str; 4] = ["initdb", "pg_ctl", "postgres", "psql"];
 
-/// Why PostgreSQL could not be installed, started or stopped.
+/// Why PostgreSQL could not be installed, started or stopped: the crate's one error for the
+/// servers it runs ([`crate::dynamodb_local::Error`]).
 ///
 /// ```
 /// let error = cqrs_local_stack::postgres::Error::PortInUse(5432);
 /// assert_eq!(error.to_string(), "127.0.0.1:5432 is already in use");
 /// ```
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A program or user it needs is missing.
-    #[error("{0}")]
-    Missing(String),
-    /// Installing the Debian package failed.
-    #[error("installing PostgreSQL: {0}")]
-    Apt(#[from] dynamodb_local::Error),
-    /// A command it ran failed.
-    #[error("{command} failed: {detail}")]
-    Command {
-        /// The command.
-        command: String,
-        /// Its exit status or error, and the log's tail.
-        detail: String,
-    },
-    /// The server did not accept a query in time, or exited.
-    #[error("PostgreSQL did not start on 127.0.0.1:{port}: {detail}")]
-    NotStarted {
-        /// The port it was given.
-        port: u16,
-        /// What was seen (the log's tail).
-        detail: String,
-    },
-    /// The port asked for is in use.
-    #[error("127.0.0.1:{0} is already in use")]
-    PortInUse(u16),
-    /// A file or folder of the state folder could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file or folder.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
+pub use crate::dynamodb_local::Error;
 
 fn say(message: &str) {
     eprintln!("[postgres] {message}");
@@ -523,6 +481,7 @@ fn start_on(
             let _ = std::fs::remove_file(&pid_path);
             let _ = remove_data(state, port);
             return Err(Error::NotStarted {
+                server: "PostgreSQL",
                 port,
                 detail: format!("it exited ({status}): {}", tail(&log_path, 20)),
             });
@@ -542,6 +501,7 @@ fn start_on(
             let _ = std::fs::remove_file(&pid_path);
             let _ = remove_data(state, port);
             return Err(Error::NotStarted {
+                server: "PostgreSQL",
                 port,
                 detail: format!("no answer after {timeout:?}: {}", tail(&log_path, 20)),
             });
