@@ -63,10 +63,10 @@ fn loan(id: &str, version: i64, status: &str) -> Item {
     let mut item = Item::example();
     item.pk = "LOAN#t1".into();
     item.sk = id.into();
-    item.id = format!("LOAN#t1#{id}");
+    item.id = cqrs_keys::generate_id("LOAN#t1", id);
     (item.tenant_code, item.item_type, item.version) = ("t1".into(), "LOAN".into(), version);
     item.cpk = Some("LOAN#t1".into());
-    item.csk = Some(format!("{id}@{version}"));
+    item.csk = Some(cqrs_keys::add_sort_key_version(id, version));
     item.attributes.clear();
     item.attributes.insert("loanId".into(), Value::from(id));
     item.attributes.insert("status".into(), Value::from(status));

@@ -237,7 +237,7 @@ attributes.code = { type = "string" }
     fn item(pk: &str, sk: &str, version: i64) -> Item {
         let mut item = Item::example();
         (item.pk, item.sk, item.version) = (pk.into(), sk.into(), version);
-        item.id = format!("{pk}#{sk}");
+        item.id = cqrs_keys::generate_id(pk, sk);
         item.tenant_code = "t1".into();
         item.attributes.clear();
         item

@@ -85,7 +85,7 @@ fn loan(id: &str, version: i64, status: &str) -> Item {
     let mut item = Item::example();
     item.pk = "LOAN#t1".into();
     item.sk = id.into();
-    item.id = format!("LOAN#t1#{id}");
+    item.id = cqrs_keys::generate_id("LOAN#t1", id);
     item.tenant_code = "t1".into();
     item.item_type = "LOAN".into();
     item.version = version;
@@ -307,13 +307,13 @@ async fn row_level_security_refuses_another_tenants_rows() {
     let (_pg, mut client) = migrated("tenants").await;
     let mut other = loan("L9", 1, "out");
     other.pk = "LOAN#t2".into();
-    other.id = "LOAN#t2#L9".into();
+    other.id = cqrs_keys::generate_id("LOAN#t2", "L9");
     other.tenant_code = "t2".into();
     let mut branch = Item::example();
     (branch.pk, branch.sk, branch.id) = (
         "BRANCH#common".into(),
         "B1".into(),
-        "BRANCH#common#B1".into(),
+        cqrs_keys::generate_id("BRANCH#common", "B1"),
     );
     (branch.tenant_code, branch.version) = ("common".into(), 1);
     branch.attributes.clear();
