@@ -2,7 +2,7 @@
 //! of the same counter on the same server, in the same run.
 //!
 //! ```sh
-//! source scripts/dynamodb-local.sh && ddb_local_install && ddb_local_start && trap ddb_local_stop EXIT
+//! cargo run -q -p cqrs-cli -- dynamodb-local install && eval "$(cargo run -q -p cqrs-cli -- dynamodb-local start)"
 //! cargo bench -p cqrs-command-handler --bench sequences
 //! ```
 //!

@@ -2,7 +2,7 @@
 //! the same server measured in the same run.
 //!
 //! ```sh
-//! source scripts/dynamodb-local.sh && ddb_local_install && ddb_local_start && trap ddb_local_stop EXIT
+//! cargo run -q -p cqrs-cli -- dynamodb-local install && eval "$(cargo run -q -p cqrs-cli -- dynamodb-local start)"
 //! cargo bench -p cqrs-data-sync --bench projection
 //! ```
 //!

@@ -1,8 +1,8 @@
 //! Where DynamoDB Local is, and SDK clients that talk only to it.
 //!
-//! The endpoint comes from `AWS_ENDPOINT_URL_DYNAMODB`, which
-//! `scripts/dynamodb-local.sh` exports after starting a fresh DynamoDB Local
-//! (the project's test command, `make test`, does this). Any endpoint whose
+//! The endpoint comes from `AWS_ENDPOINT_URL_DYNAMODB`, which the operator
+//! CLI's `cqrs dynamodb-local start` prints for `eval` after starting a fresh
+//! DynamoDB Local (a service's `make test`, and this repository's, do this). Any endpoint whose
 //! host is not `127.0.0.1` or `localhost` is refused, so nothing built here can
 //! reach AWS. Credentials are static dummies unless `AWS_ACCESS_KEY_ID` /
 //! `AWS_SECRET_ACCESS_KEY` are set; the region is `AWS_REGION` or `us-east-1`.
@@ -24,9 +24,9 @@ pub enum EndpointError {
     #[error(
         "{ENDPOINT_ENV} is not set: these tests need DynamoDB Local. Run them through \
          the project's test command (`make test`), which starts a fresh DynamoDB Local \
-         with scripts/dynamodb-local.sh and exports {ENDPOINT_ENV}. By hand: \
-         `source scripts/dynamodb-local.sh && ddb_local_install && ddb_local_start && \
-         trap ddb_local_stop EXIT` and then `cargo test`."
+         and exports {ENDPOINT_ENV}. By hand, with the operator CLI: \
+         `cqrs dynamodb-local install && eval \"$(cqrs dynamodb-local start)\"`, then \
+         `cargo test`, then `cqrs dynamodb-local stop --port $DDB_LOCAL_PORT`."
     )]
     Unset,
     /// The endpoint is not an `http(s)://host[:port][/]` URL.

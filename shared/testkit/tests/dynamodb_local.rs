@@ -1,4 +1,4 @@
-//! Against DynamoDB Local (started by `scripts/dynamodb-local.sh`):
+//! Against DynamoDB Local (started by `cqrs dynamodb-local start`):
 //! `fresh_tables()` creates what the template says, and the command table's
 //! stream delivers inserts.
 
