@@ -17,6 +17,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
+# No incremental compilation: every build here is a full one on a fresh clone, and the incremental
+# caches took 3.5 GB of the 13 GB target folder of a run (a CI run failed with its disk full, the
+# linker killed by SIGBUS). Set CARGO_INCREMENTAL=1 to keep them.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 step() { printf '\n==> [%s] %s\n' "$(date +%T)" "$*"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -103,4 +108,4 @@ fuzz_build_pid=""
 cat "$root/.local/fuzz-build.log"
 FUZZ_QUICK=1 bash scripts/fuzz.sh 15
 
-step "all checks passed"
+step "all checks passed (the target folder holds $(du -sh target | cut -f1))"
