@@ -13,6 +13,9 @@
 //! convert) is reported from its position, after the records before it were written: retried, then
 //! isolated by bisection and sent to the on-failure destination with nothing after it lost.
 //!
+//! Where it connects, and how (a connection string locally, RDS Proxy with IAM authentication over
+//! TLS in AWS), is [`database`]'s.
+//!
 //! ```ignore
 //! // A service's src/bin/sql-sync.rs (its model and migrations are files of the service):
 //! #[tokio::main]
@@ -24,6 +27,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod database;
+
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use cqrs_item::Item;
@@ -31,7 +36,10 @@ use cqrs_model::Model;
 use cqrs_sql::schema::Schema;
 use cqrs_sql::write::{Change, Written, apply};
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::database::Database;
 
 /// Why sql-sync could not start.
 #[derive(Debug, thiserror::Error)]
@@ -86,12 +94,13 @@ pub fn change(model: &Model, schema: &Schema, record: &EventRecord) -> Result<Ch
     }
 }
 
-/// The function: the model, its schema and one connection, opened when first needed and again
-/// after a failure.
+/// The function: the model, its schema, where its database is, and one connection, opened when
+/// first needed and again after a failure.
 pub struct SqlSync {
     model: Model,
     schema: Schema,
-    url: String,
+    database: Database,
+    tls: MakeRustlsConnect,
     client: Mutex<Option<Client>>,
 }
 
@@ -104,22 +113,38 @@ impl SqlSync {
     /// # let _ = sync;
     /// ```
     pub fn new(model: Model, url: &str) -> Self {
+        Self::connecting(model, Database::Url(url.to_string()))
+    }
+
+    /// sql-sync for `model`, writing to `database` (see [`database`]); TLS trusts the Amazon
+    /// Trust Services roots ([`cqrs_store::client::AMAZON_ROOTS`]).
+    ///
+    /// ```
+    /// use cqrs_sql_sync::{SqlSync, database::{Database, Iam}};
+    /// let proxy = Iam {
+    ///     host: "shop.proxy-abc123.eu-west-1.rds.amazonaws.com".into(),
+    ///     port: 5432,
+    ///     database: "cqrs".into(),
+    ///     user: "cqrs_sync".into(),
+    ///     region: "eu-west-1".into(),
+    /// };
+    /// let sync = SqlSync::connecting(cqrs_model::Model::example(), Database::Iam(proxy));
+    /// # let _ = sync;
+    /// ```
+    pub fn connecting(model: Model, database: Database) -> Self {
         SqlSync {
             schema: Schema::of(&model),
             model,
-            url: url.to_string(),
+            database,
+            // The compiled-in roots always parse (database::tls's doctest holds it).
+            tls: database::tls(cqrs_store::client::AMAZON_ROOTS)
+                .expect("the Amazon Trust Services roots are valid certificates"),
             client: Mutex::new(None),
         }
     }
 
-    async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
-        let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::warn!(%error, "the database connection ended");
-            }
-        });
-        Ok(client)
+    async fn connect(&self) -> Result<Client, SyncError> {
+        self.database.connect(&self.tls).await
     }
 
     /// Applies the service's migrations that are not applied yet (see
@@ -193,7 +218,7 @@ impl SqlSync {
         response
     }
 
-    async fn write(&self, changes: &[Change]) -> Result<Written, tokio_postgres::Error> {
+    async fn write(&self, changes: &[Change]) -> Result<Written, SyncError> {
         if changes.is_empty() {
             return Ok(Written::default());
         }
@@ -207,12 +232,13 @@ impl SqlSync {
             // A fresh connection next time: this one may be broken.
             *slot = None;
         }
-        result
+        Ok(result?)
     }
 }
 
 /// The function's `main`: the model's text, the service's migrations (applied at cold start), the
-/// database at `SQL_URL`.
+/// database its environment names ([`Database::from_env`]: `SQL_URL` locally, an RDS Proxy with
+/// IAM authentication over TLS in AWS).
 pub async fn run(
     model_text: &str,
     migrations: &[(u32, &str, &str)],
@@ -220,9 +246,14 @@ pub async fn run(
     use lambda_runtime::{LambdaEvent, service_fn};
     cqrs_store::logging::init();
     let model = Model::parse(model_text)?;
-    let url = std::env::var("SQL_URL")
-        .map_err(|_| SyncError::Config("SQL_URL: the database's connection string".into()))?;
-    let sync = SqlSync::new(model, &url);
+    let database = Database::from_env(|name| std::env::var(name).ok())?;
+    match &database {
+        Database::Url(_) => tracing::info!("database: SQL_URL"),
+        Database::Iam(iam) => {
+            tracing::info!(host = %iam.host, port = iam.port, database = %iam.database, user = %iam.user, "database: IAM authentication over TLS")
+        }
+    }
+    let sync = SqlSync::connecting(model, database);
     let applied = sync.migrate(migrations).await?;
     tracing::info!(applied, "migrations");
     let sync = &sync;

@@ -30,8 +30,14 @@ use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider:
 use crate::ConfigError;
 
 /// The root certificates of Amazon Trust Services (Amazon Root CA 1 to 4 and Starfield Services
-/// Root Certificate Authority G2), PEM, as Debian's `ca-certificates` ships them.
-const AMAZON_ROOTS: &[u8] = include_bytes!("amazon-trust-services.pem");
+/// Root Certificate Authority G2), PEM, as Debian's `ca-certificates` ships them: what every public
+/// AWS endpoint chains to, RDS Proxy's endpoints among them (sql-sync's TLS trusts them too).
+///
+/// ```
+/// let pem = std::str::from_utf8(cqrs_store::client::AMAZON_ROOTS).unwrap();
+/// assert_eq!(pem.matches("-----BEGIN CERTIFICATE-----").count(), 5);
+/// ```
+pub const AMAZON_ROOTS: &[u8] = include_bytes!("amazon-trust-services.pem");
 
 /// The connect timeout of the SDK's current defaults, kept explicit here.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(3100);

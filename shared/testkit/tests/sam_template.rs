@@ -33,6 +33,11 @@ const FUNCTIONS: [(&str, &str); 3] = [
     (QUERY_FN, "query-handler"),
 ];
 
+/// The relational read model's function (deployed when `SqlReadModel` is not `none`), and its
+/// binary: built like the others; what it may do is checked on the transformed template
+/// (`sam_transformed.rs`).
+const SQL_SYNC: (&str, &str) = ("SqlSyncFunction", "sql-sync");
+
 /// Every route of the HTTP API: method, path, function.
 const ROUTES: [(&str, &str, &str); 10] = [
     ("POST", "/commands", COMMAND_FN),
@@ -406,7 +411,11 @@ fn check_functions(t: &Value) -> Problems {
         .into_iter()
         .map(|(id, _)| id)
         .collect();
-    let expected: BTreeSet<&str> = FUNCTIONS.iter().map(|(id, _)| *id).collect();
+    let expected: BTreeSet<&str> = FUNCTIONS
+        .iter()
+        .chain([&SQL_SYNC])
+        .map(|(id, _)| *id)
+        .collect();
     if ids != expected {
         problems.push(format!("functions: expected {expected:?}, got {ids:?}"));
     }
@@ -414,7 +423,7 @@ fn check_functions(t: &Value) -> Problems {
     if !raw_lambdas.is_empty() {
         problems.push(format!("unexpected AWS::Lambda::Function: {raw_lambdas:?}"));
     }
-    for (id, binary) in FUNCTIONS {
+    for (id, binary) in FUNCTIONS.into_iter().chain([SQL_SYNC]) {
         let Some(res) = resource(t, id) else {
             problems.push(format!("{id}: missing"));
             continue;

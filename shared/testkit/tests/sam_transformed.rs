@@ -6,8 +6,11 @@
 //! the API's `$default` stage. These tests transform the template offline with
 //! `scripts/sam-transform.py` (aws-sam-translator, pinned in requirements-tools.txt) and check:
 //! no role has `AWSLambdaDynamoDBExecutionRole`; data-sync's stream reads name only the command
-//! table's stream; no function has `CALLER_MODE` in its environment; the stage is throttled from
-//! the parameters; the alarms watch what they should and notify only when a topic is given.
+//! table's stream, sql-sync's only the data table's; no function has `CALLER_MODE` in its
+//! environment; the stage is throttled from the parameters; the alarms watch what they should and
+//! notify only when a topic is given; the relational read model (`SqlReadModel`) is off by default,
+//! and when on, its roles hold exactly what they use, its proxy takes IAM tokens over TLS only, and
+//! no security group opens to the world.
 //!
 //! The transform needs the project's `.venv` (`scripts/tools.sh`; `make test` creates it before
 //! the cargo tests run). Without it the tests fail under CI (`CI` set), and elsewhere print that
@@ -173,68 +176,74 @@ const STREAM_ACTIONS: [&str; 4] = [
     "dynamodb:ListStreams",
 ];
 
-/// data-sync's role (whatever the function's `Role` names) reads only the command table's
-/// stream; the mapping reads that stream; no other role of the template reads any stream.
-fn check_stream_reads(t: &Value) -> Problems {
-    let mut problems = Problems::new();
-    let function = &t["Resources"]["DataSyncFunction"];
-    let role_ref = canon(&function["Properties"]["Role"]);
+/// The two stream readers: each function, the table whose stream it alone reads.
+const STREAM_READERS: [(&str, &str); 2] = [
+    ("DataSyncFunction", "CommandTable"),
+    ("SqlSyncFunction", "DataTable"),
+];
+
+/// The role a function of the template runs with (its `Role`), by id.
+fn function_role<'a>(t: &'a Value, function: &str) -> Result<(String, &'a Value), String> {
+    let role_ref = canon(&t["Resources"][function]["Properties"]["Role"]);
     let Some(role_id) = role_ref
         .strip_prefix("${")
         .and_then(|r| r.strip_suffix(".Arn}"))
     else {
-        return vec![format!(
-            "DataSyncFunction.Role: expected a role of the template, got {role_ref}"
-        )];
+        return Err(format!(
+            "{function}.Role: expected a role of the template, got {role_ref}"
+        ));
     };
     let role = &t["Resources"][role_id];
     if role["Type"] != "AWS::IAM::Role" {
-        return vec![format!("{role_id}: not an AWS::IAM::Role")];
+        return Err(format!("{role_id}: not an AWS::IAM::Role"));
     }
-    let (grants, managed) = role_grants(role);
-    if !managed.is_empty() {
-        problems.push(format!(
-            "{role_id}: managed policies {managed:?} (inline grants only)"
-        ));
-    }
-    for action in STREAM_ACTIONS {
-        let resources: Vec<&str> = grants
-            .iter()
-            .filter(|(a, _)| a == action || a == "dynamodb:*" || a == "*")
-            .map(|(_, r)| r.as_str())
-            .collect();
-        let allowed: &[&str] = if action == "dynamodb:ListStreams" {
-            &["${CommandTable.Arn}/stream/*"]
-        } else {
-            &["${CommandTable.StreamArn}"]
-        };
-        if resources.is_empty() {
-            problems.push(format!("{role_id}: {action} is not granted"));
-        }
-        for resource in resources {
-            if !allowed.contains(&resource) {
-                problems.push(format!(
-                    "{role_id}: {action} on {resource} (only the command table's stream)"
-                ));
+    Ok((role_id.to_string(), role))
+}
+
+/// data-sync's role reads only the command table's stream, sql-sync's only the data table's; the
+/// two mappings read those streams into those functions; no other role reads any stream.
+fn check_stream_reads(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let mut readers = Vec::new();
+    for (function, table) in STREAM_READERS {
+        match function_role(t, function) {
+            Ok((role_id, role)) => {
+                problems.extend(check_stream_reader(&role_id, role, table));
+                readers.push(role_id);
             }
+            Err(problem) => problems.push(problem),
         }
     }
-    // The mapping: the command table's stream into data-sync.
+    // The mappings: each table's stream into its one reader.
     let mappings = of_type(t, "AWS::Lambda::EventSourceMapping");
-    let [(mapping_id, mapping)] = mappings.as_slice() else {
+    let mut pairs: Vec<(String, String)> = mappings
+        .iter()
+        .map(|(_, m)| {
+            (
+                canon(&m["Properties"]["EventSourceArn"]),
+                canon(&m["Properties"]["FunctionName"]),
+            )
+        })
+        .collect();
+    pairs.sort();
+    let mut expected: Vec<(String, String)> = STREAM_READERS
+        .iter()
+        .map(|(function, table)| {
+            (
+                format!("${{{table}.StreamArn}}"),
+                format!("${{{function}}}"),
+            )
+        })
+        .collect();
+    expected.sort();
+    if pairs != expected {
         problems.push(format!(
-            "expected one event source mapping, got {mappings:?}"
+            "the mappings read {pairs:?}, expected {expected:?}"
         ));
-        return problems;
-    };
-    let source = canon(&mapping["Properties"]["EventSourceArn"]);
-    let target = canon(&mapping["Properties"]["FunctionName"]);
-    if source != "${CommandTable.StreamArn}" || target != "${DataSyncFunction}" {
-        problems.push(format!("{mapping_id}: maps {source} to {target}"));
     }
     // No other role reads a stream.
     for (id, other) in of_type(t, "AWS::IAM::Role") {
-        if id == role_id {
+        if readers.iter().any(|r| r == id) {
             continue;
         }
         let (grants, _) = role_grants(other);
@@ -248,14 +257,48 @@ fn check_stream_reads(t: &Value) -> Problems {
     problems
 }
 
+/// A stream reader's role: inline grants only, every stream action on `table`'s stream alone.
+fn check_stream_reader(role_id: &str, role: &Value, table: &str) -> Problems {
+    let mut problems = Problems::new();
+    let (grants, managed) = role_grants(role);
+    if !managed.is_empty() {
+        problems.push(format!(
+            "{role_id}: managed policies {managed:?} (inline grants only)"
+        ));
+    }
+    for action in STREAM_ACTIONS {
+        let resources: Vec<&str> = grants
+            .iter()
+            .filter(|(a, _)| a == action || a == "dynamodb:*" || a == "*")
+            .map(|(_, r)| r.as_str())
+            .collect();
+        let allowed = if action == "dynamodb:ListStreams" {
+            format!("${{{table}.Arn}}/stream/*")
+        } else {
+            format!("${{{table}.StreamArn}}")
+        };
+        if resources.is_empty() {
+            problems.push(format!("{role_id}: {action} is not granted"));
+        }
+        for resource in resources {
+            if resource != allowed {
+                problems.push(format!(
+                    "{role_id}: {action} on {resource} (only {table}'s stream)"
+                ));
+            }
+        }
+    }
+    problems
+}
+
 /// No function of the deployed template has `CALLER_MODE` (so never `local`), nor a local
 /// DynamoDB endpoint.
 fn check_no_local_caller_mode(t: &Value) -> Problems {
     let mut problems = Problems::new();
     let functions = of_type(t, "AWS::Lambda::Function");
-    if functions.len() != 3 {
+    if functions.len() != 4 {
         problems.push(format!(
-            "expected the 3 functions, got {:?}",
+            "expected the 4 functions, got {:?}",
             functions.iter().map(|(id, _)| id).collect::<Vec<_>>()
         ));
     }
@@ -326,6 +369,20 @@ fn check_alarms(t: &Value) -> Problems {
             "${IteratorAgeAlarmMilliseconds}",
         ),
         ("AWS/ApiGateway", "5xx", "ApiId", "${HttpApi}", "0"),
+        (
+            "AWS/SQS",
+            "ApproximateNumberOfMessagesVisible",
+            "QueueName",
+            "${SqlSyncFailureQueue.QueueName}",
+            "0",
+        ),
+        (
+            "AWS/Lambda",
+            "IteratorAge",
+            "FunctionName",
+            "${SqlSyncFunction}",
+            "${IteratorAgeAlarmMilliseconds}",
+        ),
     ];
     for (namespace, metric, dimension, target, threshold) in expected {
         let found = alarms.iter().find(|(_, a)| {
@@ -371,6 +428,207 @@ fn check_alarms(t: &Value) -> Problems {
         problems.push(format!(
             "Conditions.HasAlarmTopic: expected AlarmTopicArn != '', got {condition}"
         ));
+    }
+    problems
+}
+
+/// The conditions the relational read model's resources are deployed under.
+const SQL_CONDITIONS: [&str; 3] = ["SqlOn", "SqlAurora", "SqlExisting"];
+
+/// The relational read model: off by default; when on, sql-sync's role holds exactly what it
+/// uses, the proxy's role reads only the database's secret, the proxy takes IAM tokens over TLS
+/// only, sql-sync is given no password, its mapping reports partial failures, bisects and parks
+/// on a queue, and no security group of the template opens to the world.
+fn check_sql_read_model(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let parameter = &t["Parameters"]["SqlReadModel"];
+    if parameter["Default"] != "none" {
+        problems.push(format!(
+            "Parameters.SqlReadModel: the default must be none, got {}",
+            parameter["Default"]
+        ));
+    }
+    let on = json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "SqlReadModel"}, "none"]}]});
+    if t["Conditions"]["SqlOn"] != on {
+        problems.push(format!(
+            "Conditions.SqlOn: expected SqlReadModel != none, got {}",
+            t["Conditions"]["SqlOn"]
+        ));
+    }
+    // Every resource of the read model exists only when it is on.
+    let mut sql = 0;
+    for (id, resource) in resources(t) {
+        let named = id.starts_with("Sql");
+        let condition = resource["Condition"].as_str().unwrap_or("");
+        if named {
+            sql += 1;
+            if !SQL_CONDITIONS.contains(&condition) {
+                problems.push(format!(
+                    "{id}: no condition of the read model ({condition:?})"
+                ));
+            }
+        } else if SQL_CONDITIONS.contains(&condition) {
+            problems.push(format!("{id}: under {condition} but not named Sql*"));
+        }
+    }
+    if sql < 15 {
+        problems.push(format!("only {sql} resources of the read model"));
+    }
+
+    // sql-sync's role: exactly these grants.
+    match function_role(t, "SqlSyncFunction") {
+        Err(problem) => problems.push(problem),
+        Ok((role_id, role)) => {
+            let (grants, managed) = role_grants(role);
+            if !managed.is_empty() {
+                problems.push(format!("{role_id}: managed policies {managed:?}"));
+            }
+            let database = canon(&json!({"Fn::Sub": [
+                "arn:${AWS::Partition}:rds-db:${AWS::Region}:${AWS::AccountId}:dbuser:${ProxyId}/${User}",
+                {
+                    "ProxyId": {"Fn::Select": [6, {"Fn::Split": [":", {"Fn::GetAtt": ["SqlProxy", "DBProxyArn"]}]}]},
+                    "User": {"Fn::If": ["SqlAurora", "cqrs_sync", {"Ref": "SqlExistingUser"}]}
+                }
+            ]}));
+            let mut allowed: Vec<(String, String)> = vec![
+                (
+                    "dynamodb:DescribeStream".into(),
+                    "${DataTable.StreamArn}".into(),
+                ),
+                (
+                    "dynamodb:GetRecords".into(),
+                    "${DataTable.StreamArn}".into(),
+                ),
+                (
+                    "dynamodb:GetShardIterator".into(),
+                    "${DataTable.StreamArn}".into(),
+                ),
+                (
+                    "dynamodb:ListStreams".into(),
+                    "${DataTable.Arn}/stream/*".into(),
+                ),
+                ("rds-db:connect".into(), database),
+                (
+                    "sqs:SendMessage".into(),
+                    "${SqlSyncFailureQueue.Arn}".into(),
+                ),
+                ("logs:CreateLogStream".into(), "${SqlSyncLogs.Arn}".into()),
+                ("logs:PutLogEvents".into(), "${SqlSyncLogs.Arn}".into()),
+                ("xray:PutTraceSegments".into(), "*".into()),
+                ("xray:PutTelemetryRecords".into(), "*".into()),
+            ];
+            // Lambda's network interfaces in the VPC: EC2 scopes these to no resource.
+            for action in [
+                "ec2:CreateNetworkInterface",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSubnets",
+                "ec2:DeleteNetworkInterface",
+                "ec2:AssignPrivateIpAddresses",
+                "ec2:UnassignPrivateIpAddresses",
+            ] {
+                allowed.push((action.into(), "*".into()));
+            }
+            for (action, resource) in &grants {
+                if !allowed.contains(&(action.clone(), resource.clone())) {
+                    problems.push(format!("{role_id}: {action} on {resource} is not needed"));
+                }
+            }
+            for (action, resource) in &allowed {
+                if !grants.contains(&(action.clone(), resource.clone())) {
+                    problems.push(format!("{role_id}: {action} on {resource} is missing"));
+                }
+            }
+        }
+    }
+
+    // The proxy's role reads the database's secret, nothing else.
+    let proxy_role = &t["Resources"]["SqlProxyRole"];
+    let (grants, managed) = role_grants(proxy_role);
+    let secret = canon(&json!({"Fn::If": ["SqlAurora",
+        {"Fn::GetAtt": ["SqlCluster", "MasterUserSecret.SecretArn"]}, {"Ref": "SqlExistingSecretArn"}]}));
+    if grants != [("secretsmanager:GetSecretValue".to_string(), secret)] || !managed.is_empty() {
+        problems.push(format!(
+            "SqlProxyRole: expected secretsmanager:GetSecretValue on the database's secret alone, got {grants:?} {managed:?}"
+        ));
+    }
+    if canon(&t["Resources"]["SqlProxy"]["Properties"]["RoleArn"]) != "${SqlProxyRole.Arn}" {
+        problems.push("SqlProxy: not run with SqlProxyRole".into());
+    }
+
+    // The proxy: TLS and IAM tokens only.
+    let proxy = &t["Resources"]["SqlProxy"]["Properties"];
+    if proxy["RequireTLS"] != true {
+        problems.push(format!("SqlProxy.RequireTLS: {}", proxy["RequireTLS"]));
+    }
+    for auth in list(&proxy["Auth"]) {
+        if auth["IAMAuth"] != "REQUIRED" {
+            problems.push(format!("SqlProxy.Auth.IAMAuth: {}", auth["IAMAuth"]));
+        }
+    }
+
+    // sql-sync: no password, the proxy's endpoint, in the VPC.
+    let function = &t["Resources"]["SqlSyncFunction"]["Properties"];
+    let vars = &function["Environment"]["Variables"];
+    if let Some(vars) = vars.as_object() {
+        for name in vars.keys() {
+            if name == "SQL_URL" || name.contains("PASSWORD") || name.contains("SECRET") {
+                problems.push(format!("SqlSyncFunction: {name} in its environment"));
+            }
+        }
+    }
+    if canon(&vars["SQL_HOST"]) != "${SqlProxy.Endpoint}" {
+        problems.push(format!("SqlSyncFunction: SQL_HOST is {}", vars["SQL_HOST"]));
+    }
+    if function["VpcConfig"]["SubnetIds"].is_null() {
+        problems.push("SqlSyncFunction: not in the VPC".into());
+    }
+
+    // Its mapping: partial failures, bisection, the on-failure queue.
+    let mapping = of_type(t, "AWS::Lambda::EventSourceMapping")
+        .into_iter()
+        .find(|(_, m)| canon(&m["Properties"]["FunctionName"]) == "${SqlSyncFunction}");
+    match mapping {
+        None => problems.push("no mapping into SqlSyncFunction".into()),
+        Some((id, m)) => {
+            let p = &m["Properties"];
+            if !list(&p["FunctionResponseTypes"]).contains(&json!("ReportBatchItemFailures")) {
+                problems.push(format!("{id}: no ReportBatchItemFailures"));
+            }
+            if p["BisectBatchOnFunctionError"] != true {
+                problems.push(format!("{id}: no BisectBatchOnFunctionError"));
+            }
+            let destination = canon(&p["DestinationConfig"]["OnFailure"]["Destination"]);
+            if destination != "${SqlSyncFailureQueue.Arn}" {
+                problems.push(format!("{id}: on failure to {destination}"));
+            }
+        }
+    }
+
+    // No security group rule of the template opens to the world.
+    for (id, resource) in resources(t) {
+        let rules: Vec<Value> = match resource["Type"].as_str() {
+            Some("AWS::EC2::SecurityGroup") => {
+                list(&resource["Properties"]["SecurityGroupIngress"])
+                    .into_iter()
+                    .chain(list(&resource["Properties"]["SecurityGroupEgress"]))
+                    .collect()
+            }
+            Some("AWS::EC2::SecurityGroupIngress" | "AWS::EC2::SecurityGroupEgress") => {
+                vec![resource["Properties"].clone()]
+            }
+            _ => continue,
+        };
+        if resource["Properties"]["SecurityGroupEgress"].is_null()
+            && resource["Type"] == "AWS::EC2::SecurityGroup"
+        {
+            problems.push(format!("{id}: the default egress (everywhere) is kept"));
+        }
+        for rule in rules {
+            let cidr = rule["CidrIp"].as_str().unwrap_or("");
+            if cidr == "0.0.0.0/0" || rule["CidrIpv6"].as_str() == Some("::/0") {
+                problems.push(format!("{id}: a rule open to the world"));
+            }
+        }
     }
     problems
 }
@@ -498,4 +756,89 @@ fn alarms_watch_failures_lag_and_5xx_and_notify_only_a_given_topic() {
         resources.remove("DataSyncIteratorAgeAlarm");
     }
     assert_fails(check_alarms(&gone), "IteratorAge");
+}
+
+#[test]
+fn the_relational_read_model_is_off_by_default_and_least_privileged_when_on() {
+    let Some(python) = python() else { return };
+    let t = transformed(&python);
+    assert_ok(check_sql_read_model(&t));
+
+    let mut on = t.clone();
+    on["Parameters"]["SqlReadModel"]["Default"] = json!("aurora");
+    assert_fails(check_sql_read_model(&on), "the default must be none");
+
+    let mut always = t.clone();
+    always["Resources"]["SqlCluster"]
+        .as_object_mut()
+        .expect("SqlCluster")
+        .remove("Condition");
+    assert_fails(check_sql_read_model(&always), "SqlCluster: no condition");
+
+    let mut wide = t.clone();
+    wide["Resources"]["SqlSyncRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .push(json!({"Effect": "Allow", "Action": "rds-db:connect", "Resource": "*"}));
+    assert_fails(
+        check_sql_read_model(&wide),
+        "rds-db:connect on * is not needed",
+    );
+
+    let mut secrets = t.clone();
+    secrets["Resources"]["SqlSyncRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .push(
+            json!({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                     "Resource": {"Ref": "SqlExistingSecretArn"}}),
+        );
+    assert_fails(
+        check_sql_read_model(&secrets),
+        "SqlSyncRole: secretsmanager:GetSecretValue",
+    );
+
+    let mut plain = t.clone();
+    plain["Resources"]["SqlProxy"]["Properties"]["RequireTLS"] = json!(false);
+    assert_fails(check_sql_read_model(&plain), "SqlProxy.RequireTLS");
+
+    let mut passwords = t.clone();
+    passwords["Resources"]["SqlProxy"]["Properties"]["Auth"][0]["IAMAuth"] = json!("DISABLED");
+    passwords["Resources"]["SqlSyncFunction"]["Properties"]["Environment"]["Variables"]["SQL_PASSWORD"] =
+        json!("hunter2");
+    let problems = check_sql_read_model(&passwords);
+    assert_fails(problems.clone(), "SqlProxy.Auth.IAMAuth");
+    assert_fails(problems, "SQL_PASSWORD in its environment");
+
+    let unbisected = transformed_edit(&python, |text| {
+        text.replace(
+            "                Destination: !GetAtt SqlSyncFailureQueue.Arn\n",
+            "                Destination: !GetAtt DataSyncFailureQueue.Arn\n",
+        )
+    });
+    assert_fails(
+        check_sql_read_model(&unbisected),
+        "on failure to ${DataSyncFailureQueue.Arn}",
+    );
+
+    let open = transformed_edit(&python, |text| {
+        text.replacen(
+            "          CidrIp: 127.0.0.1/32\n",
+            "          CidrIp: 0.0.0.0/0\n",
+            1,
+        )
+    });
+    assert_fails(check_sql_read_model(&open), "a rule open to the world");
+
+    // sql-sync reads no stream but the data table's.
+    let mut command = t;
+    command["Resources"]["SqlSyncRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .push(json!({"Effect": "Allow", "Action": "dynamodb:GetRecords",
+                     "Resource": {"Fn::GetAtt": ["CommandTable", "StreamArn"]}}));
+    assert_fails(
+        check_stream_reads(&command),
+        "SqlSyncRole: dynamodb:GetRecords on ${CommandTable.StreamArn}",
+    );
 }

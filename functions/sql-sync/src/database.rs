@@ -1,0 +1,338 @@
+//! Where sql-sync connects, and how: the function's environment names either a connection string
+//! (the local stack's PostgreSQL) or an RDS Proxy reached with IAM authentication over verified TLS
+//! (a deployment).
+//!
+//! - `SQL_URL`: a connection string (`postgres://user@127.0.0.1:5432/db`). TLS is used when the
+//!   server offers it (`sslmode=prefer`, the default) or required with `sslmode=require`; a
+//!   server's certificate is verified against the Amazon Trust Services roots either way.
+//! - Otherwise `SQL_HOST` (the proxy's endpoint), `SQL_PORT` (5432), `SQL_DATABASE`, `SQL_USER`:
+//!   each connection's password is an IAM authentication token signed with the function's own
+//!   credentials (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
+//!   which Lambda sets), valid 15 minutes, and TLS is required: the proxy's certificate chains to
+//!   Amazon Trust Services, and its host name is checked. Signing is local (no call to any AWS
+//!   API), so the function needs no password, no Secrets Manager call and no VPC endpoint: its
+//!   role holds `rds-db:connect` for its one database user, and nothing else about the database.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{
+    SignableBody, SignableRequest, SignatureLocation, SigningSettings, sign,
+};
+use aws_sigv4::sign::v4;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use tokio_postgres::Client;
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::SyncError;
+
+/// How long an IAM authentication token is valid (RDS accepts at most 15 minutes). A token is
+/// only checked when a connection opens; an open connection outlives it.
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(900);
+
+/// How sql-sync reaches PostgreSQL ([`Database::from_env`]).
+///
+/// ```
+/// use cqrs_sql_sync::database::Database;
+/// let local = Database::from_env(|name| {
+///     (name == "SQL_URL").then(|| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
+/// })
+/// .unwrap();
+/// assert!(matches!(local, Database::Url(_)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// A connection string (`SQL_URL`).
+    Url(String),
+    /// An RDS Proxy with IAM authentication, over verified TLS.
+    Iam(Iam),
+}
+
+/// An RDS Proxy (or RDS database) with IAM authentication.
+///
+/// ```
+/// let proxy = cqrs_sql_sync::database::Iam {
+///     host: "shop.proxy-abc123.eu-west-1.rds.amazonaws.com".into(),
+///     port: 5432,
+///     database: "cqrs".into(),
+///     user: "cqrs_sync".into(),
+///     region: "eu-west-1".into(),
+/// };
+/// assert_eq!(proxy.port, 5432);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Iam {
+    /// The endpoint's host name (checked against its certificate).
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The database.
+    pub database: String,
+    /// The database user the function's role may connect as (`rds-db:connect`).
+    pub user: String,
+    /// The region the token is signed for.
+    pub region: String,
+}
+
+fn config_error(message: impl Into<String>) -> SyncError {
+    SyncError::Config(message.into())
+}
+
+impl Database {
+    /// Reads the environment through `get` (see the module's documentation).
+    ///
+    /// ```
+    /// use cqrs_sql_sync::database::Database;
+    /// let env = [
+    ///     ("SQL_HOST", "shop.proxy-abc123.eu-west-1.rds.amazonaws.com"),
+    ///     ("SQL_DATABASE", "cqrs"),
+    ///     ("SQL_USER", "cqrs_sync"),
+    ///     ("AWS_REGION", "eu-west-1"),
+    /// ];
+    /// let get = |name: &str| env.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
+    /// let Database::Iam(proxy) = Database::from_env(get).unwrap() else { panic!() };
+    /// assert_eq!((proxy.port, proxy.user.as_str()), (5432, "cqrs_sync"));
+    /// assert!(Database::from_env(|_| None).is_err(), "nothing to connect to");
+    /// ```
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, SyncError> {
+        if let Some(url) = get("SQL_URL").filter(|u| !u.is_empty()) {
+            return Ok(Database::Url(url));
+        }
+        let required = |name: &str, what: &str| {
+            get(name).filter(|v| !v.is_empty()).ok_or_else(|| {
+                config_error(format!("{name}: {what} (or SQL_URL, a connection string)"))
+            })
+        };
+        let host = required("SQL_HOST", "the database's (RDS Proxy's) host name")?;
+        let port = match get("SQL_PORT").filter(|p| !p.is_empty()) {
+            None => 5432,
+            Some(port) => port
+                .parse()
+                .map_err(|_| config_error(format!("SQL_PORT: {port:?} is not a port")))?,
+        };
+        let database = required("SQL_DATABASE", "the database's name")?;
+        let user = required("SQL_USER", "the database user of the function's role")?;
+        // The user travels in the token's query string, signed: letters, digits and `_` only, so
+        // that no encoding question arises.
+        if !user.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(config_error(format!(
+                "SQL_USER: {user:?}: letters, digits and _ only"
+            )));
+        }
+        let region = required("AWS_REGION", "the region the token is signed for")?;
+        Ok(Database::Iam(Iam {
+            host,
+            port,
+            database,
+            user,
+            region,
+        }))
+    }
+
+    /// Opens a connection (a fresh token for [`Database::Iam`], from the function's credentials
+    /// in its environment); the connection's task runs on the current runtime.
+    pub(crate) async fn connect(&self, tls: &MakeRustlsConnect) -> Result<Client, SyncError> {
+        let config = match self {
+            Database::Url(url) => url.parse::<tokio_postgres::Config>()?,
+            Database::Iam(iam) => {
+                let credentials = credentials_from_env()?;
+                let mut config = tokio_postgres::Config::new();
+                config
+                    .host(&iam.host)
+                    .port(iam.port)
+                    .dbname(&iam.database)
+                    .user(&iam.user)
+                    .password(iam.token(credentials, SystemTime::now())?)
+                    .ssl_mode(SslMode::Require);
+                config
+            }
+        };
+        let (client, connection) = config.connect(tls.clone()).await?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::warn!(%error, "the database connection ended");
+            }
+        });
+        Ok(client)
+    }
+}
+
+impl Iam {
+    /// The IAM authentication token for a connection at `now`: the password RDS Proxy checks (a
+    /// SigV4-presigned `connect` request of the service `rds-db`, without its `https://`).
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// let proxy = cqrs_sql_sync::database::Iam {
+    ///     host: "shop.proxy-abc123.eu-west-1.rds.amazonaws.com".into(),
+    ///     port: 5432,
+    ///     database: "cqrs".into(),
+    ///     user: "cqrs_sync".into(),
+    ///     region: "eu-west-1".into(),
+    /// };
+    /// let credentials = aws_credential_types::Credentials::new("AKIDEXAMPLE", "secret", None, None, "test");
+    /// let token = proxy.token(credentials, UNIX_EPOCH + Duration::from_secs(1_800_000_000)).unwrap();
+    /// assert!(token.starts_with("shop.proxy-abc123.eu-west-1.rds.amazonaws.com:5432/?"));
+    /// assert!(token.contains("Action=connect") && token.contains("DBUser=cqrs_sync"));
+    /// assert!(token.contains("X-Amz-Expires=900"));
+    /// ```
+    pub fn token(&self, credentials: Credentials, now: SystemTime) -> Result<String, SyncError> {
+        let signing =
+            |e: &dyn std::fmt::Display| config_error(format!("signing the IAM token: {e}"));
+        let identity = credentials.into();
+        let mut settings = SigningSettings::default();
+        settings.expires_in = Some(TOKEN_LIFETIME);
+        settings.signature_location = SignatureLocation::QueryParams;
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(&self.region)
+            .name("rds-db")
+            .time(now)
+            .settings(settings)
+            .build()
+            .map_err(|e| signing(&e))?
+            .into();
+        let url = format!(
+            "https://{}:{}/?Action=connect&DBUser={}",
+            self.host, self.port, self.user
+        );
+        let request =
+            SignableRequest::new("GET", &url, std::iter::empty(), SignableBody::Bytes(&[]))
+                .map_err(|e| signing(&e))?;
+        let (instructions, _signature) = sign(request, &params)
+            .map_err(|e| signing(&e))?
+            .into_parts();
+        let mut signed = http::Request::builder()
+            .uri(&url)
+            .body(())
+            .map_err(|e| signing(&e))?;
+        instructions.apply_to_request_http1x(&mut signed);
+        let uri = signed.uri().to_string();
+        Ok(uri.strip_prefix("https://").unwrap_or(&uri).to_string())
+    }
+}
+
+/// The function's credentials, as Lambda sets them.
+fn credentials_from_env() -> Result<Credentials, SyncError> {
+    let get = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let (Some(key), Some(secret)) = (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) else {
+        return Err(config_error(
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: the credentials the IAM token is signed with",
+        ));
+    };
+    Ok(Credentials::new(
+        key,
+        secret,
+        get("AWS_SESSION_TOKEN"),
+        None,
+        "environment",
+    ))
+}
+
+/// sql-sync's TLS: rustls with the *ring* provider, trusting `roots_pem` (PEM certificates; the
+/// function uses [`cqrs_store::client::AMAZON_ROOTS`]).
+///
+/// ```
+/// let tls = cqrs_sql_sync::database::tls(cqrs_store::client::AMAZON_ROOTS);
+/// assert!(tls.is_ok());
+/// assert!(cqrs_sql_sync::database::tls(b"not a certificate").is_err());
+/// ```
+pub fn tls(roots_pem: &[u8]) -> Result<MakeRustlsConnect, SyncError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(roots_pem) {
+        let certificate =
+            certificate.map_err(|e| config_error(format!("a root certificate: {e}")))?;
+        roots
+            .add(certificate)
+            .map_err(|e| config_error(format!("a root certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(config_error("no root certificate to trust"));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| config_error(format!("TLS: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+
+    fn proxy() -> Iam {
+        Iam {
+            host: "my-proxy.proxy-abc123.eu-west-1.rds.amazonaws.com".into(),
+            port: 5432,
+            database: "cqrs".into(),
+            user: "cqrs_sync".into(),
+            region: "eu-west-1".into(),
+        }
+    }
+
+    fn query(token: &str) -> Vec<(String, String)> {
+        let (_, query) = token.split_once("/?").unwrap();
+        let mut pairs: Vec<(String, String)> = query
+            .split('&')
+            .map(|pair| {
+                let (k, v) = pair.split_once('=').unwrap();
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        pairs.sort();
+        pairs
+    }
+
+    /// The token botocore's `generate_db_auth_token` signs for the same proxy, user, credentials
+    /// and instant (2026-11-26T04:20:00Z), computed once with botocore 1.43 (its clock pinned).
+    #[test]
+    fn the_token_is_the_one_the_aws_sdks_sign() {
+        let credentials = Credentials::new(
+            "AKIDEXAMPLE",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            Some("session/token+example=".into()),
+            None,
+            "test",
+        );
+        let now = UNIX_EPOCH + Duration::from_secs(1_795_666_800);
+        let token = proxy().token(credentials, now).unwrap();
+        let botocore = "my-proxy.proxy-abc123.eu-west-1.rds.amazonaws.com:5432/?Action=connect&DBUser=cqrs_sync\
+            &X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%2F20261126%2Feu-west-1%2Frds-db%2Faws4_request\
+            &X-Amz-Date=20261126T042000Z&X-Amz-SignedHeaders=host&X-Amz-Expires=900\
+            &X-Amz-Security-Token=session%2Ftoken%2Bexample%3D\
+            &X-Amz-Signature=1cc232bfc16902f3b1a117607bc88bd019c9c19d24bb86271362b84e69374c8f";
+        assert!(token.starts_with("my-proxy.proxy-abc123.eu-west-1.rds.amazonaws.com:5432/?"));
+        assert_eq!(query(&token), query(botocore));
+    }
+
+    #[test]
+    fn a_user_name_that_would_need_encoding_is_refused() {
+        let env = [
+            ("SQL_HOST", "h"),
+            ("SQL_DATABASE", "d"),
+            ("SQL_USER", "sync user"),
+            ("AWS_REGION", "eu-west-1"),
+        ];
+        let get = |name: &str| {
+            env.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        };
+        let error = Database::from_env(get).unwrap_err().to_string();
+        assert!(error.starts_with("SQL_USER"), "{error}");
+        let bad_port = |name: &str| match name {
+            "SQL_PORT" => Some("54x".to_string()),
+            other => get(other),
+        };
+        let error = Database::from_env(bad_port).unwrap_err().to_string();
+        assert!(error.starts_with("SQL_PORT"), "{error}");
+    }
+}
