@@ -59,7 +59,7 @@ def _table(header: list[str], rows: list[list[str]], align: Optional[str] = None
 def _header(r: dict) -> str:
     m = r["machine"]
     phase_loads = []
-    for phase in ("keys", "cold", "warm", "instructions", "memory", "projection", "report", "sequences", "profiles"):
+    for phase in ("keys", "cold", "warm", "instructions", "memory", "projection", "sql", "report", "sequences", "profiles"):
         if phase in r:
             phase_loads.append(f"{phase} {r[phase]['load_before']} → {r[phase]['load_after']}")
     rows = [
@@ -591,6 +591,42 @@ def _projection_section(r: dict) -> str:
     return "\n\n".join(parts)
 
 
+def _sql_section(r: dict) -> str:
+    q = r["sql"]
+    rows = []
+    for x in q["rates"]:
+        runs = ", ".join(f"{o / f:.2f}" for o, f in zip(x["sql_sync_runs"], x["raw_runs"]))
+        writes = x.get("writes_rows_s")
+        rows.append([f"{x['batch']:,}", x["pass"], _rate(x["raw_rows_s"]), _rate(x["sql_sync_rows_s"]),
+                     f"**{_ratio(x['ratio'])}**", runs,
+                     f"{_rate(writes)} ({_ratio(writes / x['raw_rows_s'])})" if writes else "n/a"])
+    m = q["memory"]
+    return "\n\n".join([
+        "## 3b. sql-sync throughput against PostgreSQL",
+        "`cargo bench -p cqrs-sql-sync --bench throughput` (`functions/sql-sync/benches/throughput.rs`), against a "
+        f"throwaway cluster of Debian's PostgreSQL {q.get('postgres', '?')} on 127.0.0.1 that the bench starts and stops. "
+        f"{q['items']:,} loans (a model of five typed attributes and one undeclared, which goes to `jsonb`), written "
+        "twice: as version 1 (inserts), then as version 2 (updates; each record carries both images, "
+        "`NEW_AND_OLD_IMAGES`). **sql-sync**: `SqlSync::handle` on the data table's stream records, batch by batch "
+        "(each image converted into an item and a row, the batch's changes deduplicated, one transaction per batch "
+        "whose statement also keeps the generic table and the removals in check). **Raw**: the same rows, computed "
+        "before the clock starts, in one transaction per batch with the plain `INSERT ... ON CONFLICT (pk, sk) DO "
+        "UPDATE ... WHERE t.version < excluded.version` a hand-written consumer would send. One thread, one "
+        f"connection each; the sides alternate on emptied tables, {q['repeats']} timed runs each after one warm-up; "
+        "medians. **Goal: sql-sync at least 0.8x raw.**",
+        _table(["batch", "pass", "raw upserts rows/s", "sql-sync rows/s", "sql-sync ÷ raw", "per run",
+                "its writes alone rows/s (÷ raw)"], rows),
+        "The last column splits the difference: `cqrs_sql::write::apply` on the same prepared rows, that is "
+        "sql-sync's statements without the conversion of the stream records (each image into an item, then into a "
+        "row). What that column does not explain is the conversion.",
+        f"Memory: a fresh process (the bench's own binary, release settings) connected to PostgreSQL peaks at "
+        f"{_kb_mib(m['before_kib'])} before the batch; reading, parsing and handling Lambda's largest batch of the data "
+        f"table's stream, {m['records']:,} update records ({q['event_bytes'] / 1048576:.2f} MiB of JSON: with both images, "
+        f"the 6 MB payload binds before the 10,000 records), takes its peak to **{_kb_mib(m['peak_kib'])}** "
+        f"({m['seconds']:.2f} s).",
+    ])
+
+
 def _sequences_section(r: dict) -> str:
     q = r["sequences"]
     return "\n\n".join([
@@ -963,6 +999,26 @@ def _findings(r: dict) -> str:
                 f"{_kb_mib(peak)} at most, {'within' if peak <= 64 * 1024 else 'over'} the 64 MiB goal; the batch "
                 f"projected in {_ms(largest['invoke_median_ms'])} ms ({_rate(largest['records_per_s'])} records/s)."
             )
+    if "sql" in r:
+        q = r["sql"]
+        words = [f"{x['batch']:,}-record batches, {x['pass']}s: {_ratio(x['ratio'])}" for x in q["rates"]]
+        worst = min(x["ratio"] for x in q["rates"])
+        writes = [x["writes_rows_s"] / x["raw_rows_s"] for x in q["rates"] if x.get("writes_rows_s")]
+        split = ""
+        if writes:
+            split = (
+                f"Its statements alone, on the same prepared rows, run at {_ratio(min(writes))}{NBSP_DASH}"
+                f"{_ratio(max(writes))} of raw (the generic-table and removal checks every upsert carries); the rest "
+                "is converting each record's image into an item and a row. "
+            )
+        m = q["memory"]
+        out.append(
+            "- **Goal: sql-sync at least 0.8x raw batched upserts** (rows/s into the same PostgreSQL, medians): "
+            + "; ".join(words) + f": **{'met' if worst >= 0.8 else 'not met'}** (lowest {_ratio(worst)}). " + split +
+            f"Peak RSS on Lambda's largest batch of the data table's stream ({m['records']:,} update records, "
+            f"{q['event_bytes'] / 1048576:.2f} MiB of JSON): {_kb_mib(m['peak_kib'])}, of which "
+            f"{_kb_mib(m['before_kib'])} before the batch."
+        )
     if "report" in r:
         p = r["report"]
         pace = (
@@ -1026,6 +1082,8 @@ def render(r: dict) -> str:
         sections.append(_instructions_section(r))
     if "projection" in r:
         sections.append(_projection_section(r))
+    if "sql" in r:
+        sections.append(_sql_section(r))
     if "sequences" in r:
         sections.append(_sequences_section(r))
     if "sizes" in r or "memory" in r:
@@ -1044,7 +1102,7 @@ def render(r: dict) -> str:
         "```sh\nmake bench          # = bash scripts/bench.sh\n```\n\n"
         "Needs the Rust toolchain, Python 3 and root or sudo for `apt-get` (Node.js/npm, Java 17 and valgrind when missing). The "
         "command installs the pinned npm packages (`bench/node/package.json`) into `.local/bench-node`, DynamoDB Local "
-        "into `.local/` (`scripts/dynamodb-local.sh`), cargo-lambda and zig into `.venv` (`scripts/tools.sh`); builds the "
+        "into `.local/` (`cqrs dynamodb-local install`), PostgreSQL from apt for the sql phase, cargo-lambda and zig into `.venv` (`scripts/tools.sh`); builds the "
         "release binaries (x86_64 for the runs, arm64 for the sizes; the same for every profile of `BENCH_PROFILES`); starts a private DynamoDB Local on 127.0.0.1; "
         "runs `bench/run.py`; rewrites this file. Knobs: `BENCH_COLD_RUNS`, `BENCH_WARM_ROUNDS`, `BENCH_PROFILES`, "
         "`BENCH_PROFILE_COLD_RUNS`, `BENCH_MEMORY_RUNS`, `BENCH_PROJECTION_REPEATS`, `BENCH_ONLY=keys,cold,...` (a "

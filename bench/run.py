@@ -37,6 +37,11 @@
    4 versions per item, and 1 000 records of one version per item (projection rate beside raw
    PutItem rates of the same server, same run), repeated; then ``cargo bench -p cqrs-cli --bench
    rebuild`` (``cqrs rebuild`` items/s beside raw PutItem), repeated.
+5b. ``sql``: ``cargo bench -p cqrs-sql-sync --bench throughput`` (``functions/sql-sync/benches``): rows/s
+   of sql-sync's ``handle`` on the data table's stream records beside raw batched upserts of the same
+   rows into the same PostgreSQL (a cluster the bench starts and stops), batches of 100 and 1 000,
+   inserts then updates, alternating, ``BENCH_SQL_REPEATS`` (3) times; then the peak RSS of a fresh
+   process handling Lambda's largest batch (10 000 records or 6 MB of JSON, whichever binds first).
 6. ``patterns``: ``cargo bench -p cqrs-query-handler --bench patterns``: a 10-shard fan-out beside one
    partition.
 7. ``sequences``: ``cargo bench -p cqrs-command-handler --bench sequences``: draws of one sequence through the
@@ -1268,6 +1273,31 @@ def phase_projection(results: dict) -> None:
     results["projection"] = out
 
 
+# ------------------------------------------------------------------------------------------ sql ---
+
+
+def phase_sql(results: dict) -> None:
+    """sql-sync beside raw batched upserts of the same rows into the same PostgreSQL, and its peak
+    memory on Lambda's largest batch: `cargo bench -p cqrs-sql-sync --bench throughput`, which starts
+    and stops a PostgreSQL cluster of its own (see the bench's docstring)."""
+    load_before = loadavg()
+    proc = subprocess.run(
+        ["cargo", "bench", "--locked", "-p", "cqrs-sql-sync", "--bench", "throughput"],
+        cwd=ROOT, env={**os.environ, "RUST_LOG": "warn"}, capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the sql-sync bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("BENCH_SQL ")), None)
+    if line is None:
+        raise SystemExit(f"bench: the sql-sync bench printed no BENCH_SQL line:\n{proc.stdout[-2000:]}")
+    out = json.loads(line[len("BENCH_SQL "):])
+    out["output"] = proc.stdout
+    out["postgres"] = command_output(["bash", "-c", "ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -1"])
+    out["load_before"] = load_before
+    out["load_after"] = loadavg()
+    results["sql"] = out
+
+
 # ------------------------------------------------------------------------------------ patterns ---
 
 PATTERN_LINE = re.compile(
@@ -1441,7 +1471,8 @@ def report(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    phases = ["keys", "cold", "warm", "instructions", "memory", "projection", "patterns", "sequences", "sizes", "profiles", "report"]
+    phases = ["keys", "cold", "warm", "instructions", "memory", "projection", "sql", "patterns", "sequences", "sizes", "profiles",
+              "report"]
     only = [p.strip() for p in os.environ.get("BENCH_ONLY", "").split(",") if p.strip()]
     unknown = set(only) - set(phases)
     if unknown:
@@ -1473,6 +1504,9 @@ def main() -> None:
             phase_memory(results, target, api)
         if "projection" in chosen:
             phase_projection(results)
+        if "sql" in chosen:
+            say("sql: sql-sync beside raw batched upserts into PostgreSQL")
+            phase_sql(results)
         if "patterns" in chosen:
             phase_patterns(results)
         if "sequences" in chosen:

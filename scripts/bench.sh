@@ -18,7 +18,8 @@
 #     of the same (x86_64, run here);
 #   - the operator CLI (creates the tables: `cqrs dev tables`) in its own `cargo build` (dev), so
 #     that its features never unify into the function binaries;
-#   - the Rust benches (bench profile, `cargo bench --no-run`).
+#   - the Rust benches (bench profile, `cargo bench --no-run`), among them sql-sync's, which starts
+#     and stops a PostgreSQL cluster of its own (Debian's server, apt-installed where missing).
 #
 # The benches report, they do not assert: a slow figure is written down, not failed on.
 # Knobs (environment, all optional): BENCH_COLD_RUNS (100), BENCH_WARM_ROUNDS (20),
@@ -147,6 +148,12 @@ if wants keys || wants projection || wants patterns; then
     timed "benches (cargo bench --no-run)" \
         cargo bench -p bench-floor --bench keys_vs_node -p cqrs-data-sync --bench projection \
             -p cqrs-query-handler --bench patterns --no-run
+fi
+
+if wants sql; then
+    step "the sql-sync bench (bench profile; it starts a PostgreSQL cluster of its own, apt installs the server where missing)"
+    timed "sql-sync bench (cargo bench -p cqrs-sql-sync --no-run)" \
+        cargo bench --locked -p cqrs-sql-sync --bench throughput --no-run
 fi
 
 step "DynamoDB Local (start)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks the SAM template and builds the three Lambda functions from it, offline:
+# Checks the SAM template and builds its four Lambda functions from it (the three, and sql-sync,
+# which deploys only when SqlReadModel is not none), offline:
 #
 #   1. sam validate --lint   (the SAM transform's schema and cfn-lint, through the SAM CLI)
 #   2. cfn-lint              (CloudFormation rules, SAM transform included)
@@ -38,7 +39,7 @@ unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AW
 
 TEMPLATE=template.yaml
 BUILD_DIR=.aws-sam/build
-FUNCTIONS=(CommandHandlerFunction DataSyncFunction QueryHandlerFunction)
+FUNCTIONS=(CommandHandlerFunction DataSyncFunction QueryHandlerFunction SqlSyncFunction)
 
 timed() { # timed <label> <command...>: runs it, prints how long it took
     local label=$1 start end

@@ -64,23 +64,33 @@ pub enum SyncError {
 /// assert!(cqrs_sql_sync::change(&model, &schema, &record).is_err(), "no eventName");
 /// ```
 pub fn change(model: &Model, schema: &Schema, record: &EventRecord) -> Result<Change, String> {
-    let image = |image: &serde_dynamo::Item| -> Result<Item, String> {
+    change_taking(model, schema, &mut record.clone())
+}
+
+/// [`change`], taking the image it reads out of `record` instead of copying it (a batch's records
+/// are not needed whole once converted).
+fn change_taking(
+    model: &Model,
+    schema: &Schema,
+    record: &mut EventRecord,
+) -> Result<Change, String> {
+    let event_name = record.event_name.as_str();
+    let image = |image: &mut serde_dynamo::Item| -> Result<Item, String> {
         if image.is_empty() {
             return Err(format!(
-                "{} without its image (the stream view type must be NEW_AND_OLD_IMAGES)",
-                record.event_name
+                "{event_name} without its image (the stream view type must be NEW_AND_OLD_IMAGES)"
             ));
         }
-        Item::from_attributes(image.clone().into())
+        Item::from_attributes(std::mem::take(image).into())
             .map_err(|e| format!("the image is not an item: {e}"))
     };
-    match record.event_name.as_str() {
+    match event_name {
         "INSERT" | "MODIFY" => {
-            let item = image(&record.change.new_image)?;
+            let item = image(&mut record.change.new_image)?;
             Ok(Change::Upsert(cqrs_sql::rows::row(model, schema, &item)))
         }
         "REMOVE" => {
-            let item = image(&record.change.old_image)?;
+            let item = image(&mut record.change.old_image)?;
             Ok(Change::Remove {
                 table: model
                     .entity_of_keys(&item.pk, &item.sk)
@@ -177,11 +187,11 @@ impl SqlSync {
     /// assert!(response.batch_item_failures.is_empty());
     /// # }
     /// ```
-    pub async fn handle(&self, event: Event) -> DynamoDbEventResponse {
+    pub async fn handle(&self, mut event: Event) -> DynamoDbEventResponse {
         let mut changes = Vec::with_capacity(event.records.len());
         let mut failed_at = None;
-        for (at, record) in event.records.iter().enumerate() {
-            match change(&self.model, &self.schema, record) {
+        for (at, record) in event.records.iter_mut().enumerate() {
+            match change_taking(&self.model, &self.schema, record) {
                 Ok(change) => changes.push(change),
                 Err(reason) => {
                     tracing::error!(
