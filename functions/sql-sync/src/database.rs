@@ -132,9 +132,19 @@ impl Database {
         }))
     }
 
-    /// Opens a connection (a fresh token for [`Database::Iam`], from the function's credentials
-    /// in its environment); the connection's task runs on the current runtime.
-    pub(crate) async fn connect(&self, tls: &MakeRustlsConnect) -> Result<Client, SyncError> {
+    /// Opens a connection through `tls` (see [`tls`]): a fresh token for [`Database::Iam`], from
+    /// the function's credentials in its environment. The connection's task runs on the current
+    /// runtime.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), cqrs_sql_sync::SyncError> {
+    /// use cqrs_sql_sync::database::{Database, tls};
+    /// let database = Database::Url("postgres://postgres@127.0.0.1:5432/postgres".into());
+    /// let client = database.connect(&tls(cqrs_store::client::AMAZON_ROOTS)?).await?;
+    /// client.simple_query("SELECT 1").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(&self, tls: &MakeRustlsConnect) -> Result<Client, SyncError> {
         let config = match self {
             Database::Url(url) => url.parse::<tokio_postgres::Config>()?,
             Database::Iam(iam) => {
