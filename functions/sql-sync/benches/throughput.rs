@@ -20,12 +20,12 @@
 //! `BENCH_SQL_BATCHES` (`100,1000`), `BENCH_SQL_REPEATS` (3), `BENCH_SQL_RSS_RECORDS` (10000:
 //! Lambda's largest batch of a DynamoDB stream).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamViewType};
 use cqrs_item::{Item, Value};
-use cqrs_local_stack::postgres::{self, Install, Instance};
+use cqrs_local_stack::postgres::Throwaway;
 use cqrs_model::Model;
 use cqrs_sql::rows::Row;
 use cqrs_sql::schema::{Schema, ident};
@@ -234,18 +234,6 @@ fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-struct Pg {
-    state: PathBuf,
-    instance: Instance,
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let _ = postgres::stop(&self.state, self.instance.port);
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
 /// The child process of the memory figure: connects, notes its peak, reads the event's JSON from
 /// `path`, parses it as the Lambda runtime does, handles it, and prints its peak again.
 fn memory_child(url: &str, path: &Path) {
@@ -294,13 +282,8 @@ fn main() {
         .filter_map(|b| b.trim().parse().ok())
         .collect();
 
-    let state = std::env::temp_dir().join(format!("cqrs-sql-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&state);
-    let install = Install::new();
-    install.ensure().unwrap();
-    let instance = postgres::start(&install, &state, None).unwrap();
-    let pg = Pg { state, instance };
-    let url = instance.url();
+    let pg = Throwaway::start("cqrs-sql-bench").unwrap();
+    let url = pg.url();
     let model = Model::parse(MODEL).unwrap();
     let schema = Schema::of(&model);
     let v1 = cqrs_sql::migrate::plan(None, &schema).unwrap().unwrap();
@@ -388,7 +371,7 @@ fn main() {
     // Memory: a fresh process handles Lambda's largest batch of the data table's stream: at most
     // 10,000 records, and at most 6 MB of JSON. Updates (a MODIFY carries both images) are the
     // largest records, so the payload limit is the one that binds.
-    let event_path = pg.state.join("largest-batch.json");
+    let event_path = pg.state().join("largest-batch.json");
     let mut event = Event::default();
     event.records = (0..rss_records)
         .map(|n| record(&loan(n, 2), n as u64))

@@ -10,11 +10,10 @@
 //! Seeded: it prints `seed N`; `SQL_CHAOS_SEED=N` replays the same run.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use cqrs_item::{Item, Value};
-use cqrs_local_stack::postgres::{self, Install, Instance};
+use cqrs_local_stack::postgres::Throwaway;
 use cqrs_model::Model;
 use cqrs_sql::{migrate, schema::Schema};
 use cqrs_sql_sync::SqlSync;
@@ -28,18 +27,6 @@ attributes.loanId = { type = "string", required = true, max = 26 }
 attributes.status = { type = "enum", values = ["out", "returned"], required = true }
 attributes.fee = { type = "number", width = 4 }
 "#;
-
-struct Pg {
-    state: PathBuf,
-    instance: Instance,
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let _ = postgres::stop(&self.state, self.instance.port);
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
 
 /// xorshift64*: a seeded generator, no dependency.
 struct Rng(u64);
@@ -140,12 +127,8 @@ async fn postgres_ends_equal_to_the_data_table_under_duplicates_replays_reorderi
     println!("seed {seed}");
     let mut rng = Rng(seed);
 
-    let state = std::env::temp_dir().join(format!("cqrs-sql-sync-chaos-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&state);
-    let install = Install::new();
-    install.ensure().unwrap();
-    let instance = postgres::start(&install, &state, None).unwrap();
-    let _pg = Pg { state, instance };
+    let pg = Throwaway::start("cqrs-sql-sync-chaos").unwrap();
+    let instance = pg.instance();
     let model = Model::parse(MODEL).unwrap();
     let v1 = migrate::plan(None, &Schema::of(&model)).unwrap().unwrap();
     let sync = SqlSync::new(model, &instance.url());

@@ -10,21 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cqrs_local_stack::postgres::{self, Install, Instance};
+use cqrs_local_stack::postgres::Throwaway;
 use cqrs_sql_sync::database::{Database, tls};
 use tokio_postgres::NoTls;
-
-struct Pg {
-    state: PathBuf,
-    instance: Instance,
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let _ = postgres::stop(&self.state, self.instance.port);
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
 
 fn openssl(dir: &Path, args: &[&str]) {
     let output = Command::new("openssl")
@@ -112,12 +100,8 @@ async fn encrypted(client: &tokio_postgres::Client) -> bool {
 
 #[tokio::test]
 async fn a_connection_gets_verified_tls_and_refuses_a_certificate_it_cannot_verify() {
-    let state = std::env::temp_dir().join(format!("cqrs-sql-sync-tls-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&state);
-    let install = Install::new();
-    install.ensure().unwrap();
-    let instance = postgres::start(&install, &state, None).unwrap();
-    let _pg = Pg { state, instance };
+    let pg = Throwaway::start("cqrs-sql-sync-tls").unwrap();
+    let instance = pg.instance();
     let port = instance.port;
 
     // TLS on, with the test's certificate: the key and certificate go into the data folder, owned

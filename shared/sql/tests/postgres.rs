@@ -4,10 +4,8 @@
 //! between its entity's table and the generic table without leaving an older copy, removals delete,
 //! a batch is all or nothing, and row-level security refuses a cross-tenant read.
 
-use std::path::PathBuf;
-
 use cqrs_item::{Item, Value};
-use cqrs_local_stack::postgres::{self, Install, Instance};
+use cqrs_local_stack::postgres::Throwaway;
 use cqrs_model::Model;
 use cqrs_sql::{
     migrate,
@@ -33,37 +31,23 @@ common = true
 attributes.branchId = { type = "string", required = true }
 "#;
 
-/// A cluster of the test's own; stopped (and its folder removed) on drop, also when a test fails.
-struct Pg {
-    state: PathBuf,
-    instance: Instance,
-}
+/// A cluster of the test's own ([`Throwaway`]: stopped, its folder removed, on drop, also when a
+/// test fails).
+struct Pg(Throwaway);
 
 impl Pg {
     async fn start(name: &str) -> (Pg, Client) {
-        let state = std::env::temp_dir().join(format!("cqrs-sql-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state);
-        let install = Install::new();
-        install.ensure().expect("PostgreSQL installs");
-        let instance = postgres::start(&install, &state, None).expect("a cluster starts");
-        let pg = Pg { state, instance };
+        let pg = Pg(Throwaway::start(&format!("cqrs-sql-{name}")).expect("a cluster starts"));
         let client = pg.connect().await;
         (pg, client)
     }
 
     async fn connect(&self) -> Client {
-        let (client, connection) = tokio_postgres::connect(&self.instance.url(), NoTls)
+        let (client, connection) = tokio_postgres::connect(&self.0.url(), NoTls)
             .await
             .expect("connects");
         tokio::spawn(connection);
         client
-    }
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let _ = postgres::stop(&self.state, self.instance.port);
-        let _ = std::fs::remove_dir_all(&self.state);
     }
 }
 

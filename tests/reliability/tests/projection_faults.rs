@@ -403,19 +403,6 @@ async fn ten_thousand_commands_survive_shuffled_duplicated_replayed_batches_and_
     sql_under_faults(&tables, &mut rng, seed, &data).await;
 }
 
-/// A throwaway PostgreSQL, stopped on drop (also when an assertion fails).
-struct Pg {
-    state: std::path::PathBuf,
-    instance: cqrs_local_stack::postgres::Instance,
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let _ = cqrs_local_stack::postgres::stop(&self.state, self.instance.port);
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
 /// Lambda's delivery of one batch to sql-sync: while a record is reported, again from it.
 async fn deliver_sql(sync: &cqrs_sql_sync::SqlSync, records: &[EventRecord]) -> usize {
     let (mut from, mut failed) = (0, 0);
@@ -454,12 +441,9 @@ async fn sql_under_faults(
         .expect("a Lambda event")
         .records;
 
-    let state = std::env::temp_dir().join(format!("reliability-sql-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&state);
-    let install = cqrs_local_stack::postgres::Install::new();
-    install.ensure().expect("PostgreSQL installs");
-    let instance = cqrs_local_stack::postgres::start(&install, &state, None).expect("starts");
-    let _pg = Pg { state, instance };
+    // A throwaway PostgreSQL, stopped on drop (also when an assertion fails).
+    let pg = cqrs_local_stack::postgres::Throwaway::start("reliability-sql").expect("starts");
+    let instance = pg.instance();
     let model = cqrs_model::Model::example();
     let schema = cqrs_sql::schema::Schema::of(&model);
     let v1 = cqrs_sql::migrate::plan(None, &schema).unwrap().unwrap();

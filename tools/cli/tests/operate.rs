@@ -542,31 +542,6 @@ async fn the_change_log_migration_moves_old_entries_once_and_reports_conflicts()
     );
 }
 
-/// A throwaway PostgreSQL of the test's own, stopped on drop (also when the test fails).
-struct Pg {
-    state: PathBuf,
-    instance: cqrs_local_stack::postgres::Instance,
-}
-
-impl Pg {
-    fn start(name: &str) -> Pg {
-        let state =
-            std::env::temp_dir().join(format!("cqrs-operate-pg-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state);
-        let install = cqrs_local_stack::postgres::Install::new();
-        install.ensure().expect("PostgreSQL installs");
-        let instance = cqrs_local_stack::postgres::start(&install, &state, None).expect("starts");
-        Pg { state, instance }
-    }
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let _ = cqrs_local_stack::postgres::stop(&self.state, self.instance.port);
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
 #[tokio::test]
 async fn verify_sql_finds_differences_planted_in_postgres_and_rebuild_sql_repairs_them() {
     let t = cqrs_testkit::fresh_tables().await;
@@ -577,8 +552,10 @@ async fn verify_sql_finds_differences_planted_in_postgres_and_rebuild_sql_repair
             .await
             .unwrap();
     }
-    let pg = Pg::start("verify");
-    let url = pg.instance.url();
+    // A throwaway PostgreSQL of the test's own, stopped on drop (also when the test fails).
+    let pg =
+        cqrs_local_stack::postgres::Throwaway::start("cqrs-operate-pg-verify").expect("starts");
+    let url = pg.url();
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap();

@@ -596,3 +596,76 @@ fn reap(pid: u32) {
         let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
     }
 }
+
+/// A cluster of one test or bench: started (the server installed first where missing) under a
+/// fresh folder of the system's temporary folder, and stopped, its folder removed, when dropped,
+/// also when the test fails.
+///
+/// ```no_run
+/// let pg = cqrs_local_stack::postgres::Throwaway::start("my-test").unwrap();
+/// println!("{}", pg.url()); // postgres://postgres@127.0.0.1:<a free port>/postgres
+/// // ... the cluster stops here, when `pg` is dropped.
+/// ```
+#[derive(Debug)]
+pub struct Throwaway {
+    state: PathBuf,
+    instance: Instance,
+}
+
+impl Throwaway {
+    /// Starts a cluster whose state folder's name begins with `name`.
+    ///
+    /// ```no_run
+    /// let pg = cqrs_local_stack::postgres::Throwaway::start("chaos").unwrap();
+    /// # let _ = pg;
+    /// ```
+    pub fn start(name: &str) -> Result<Throwaway, Error> {
+        let unique = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let state = std::env::temp_dir().join(format!("{name}-{}-{unique}", std::process::id()));
+        let install = Install::new();
+        install.ensure()?;
+        let instance = start(&install, &state, None)?;
+        Ok(Throwaway { state, instance })
+    }
+
+    /// The running server.
+    ///
+    /// ```no_run
+    /// let pg = cqrs_local_stack::postgres::Throwaway::start("x").unwrap();
+    /// assert!(pg.instance().port > 0);
+    /// ```
+    pub fn instance(&self) -> Instance {
+        self.instance
+    }
+
+    /// Its connection URL ([`Instance::url`]).
+    ///
+    /// ```no_run
+    /// let pg = cqrs_local_stack::postgres::Throwaway::start("x").unwrap();
+    /// assert!(pg.url().starts_with("postgres://postgres@127.0.0.1:"));
+    /// ```
+    pub fn url(&self) -> String {
+        self.instance.url()
+    }
+
+    /// Its state folder (pid file, log, and the data folder or a link to it).
+    ///
+    /// ```no_run
+    /// let pg = cqrs_local_stack::postgres::Throwaway::start("x").unwrap();
+    /// let log = cqrs_local_stack::postgres::log_file(pg.state(), pg.instance().port);
+    /// # let _ = log;
+    /// ```
+    pub fn state(&self) -> &Path {
+        &self.state
+    }
+}
+
+impl Drop for Throwaway {
+    fn drop(&mut self) {
+        let _ = stop(&self.state, self.instance.port);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
