@@ -120,12 +120,12 @@ pub async fn parked(
     Ok(())
 }
 
-/// The template's stream mapping settings for the mapper.
-fn mapping_config() -> Result<MapperConfig, String> {
+/// The template's stream mapping settings of `function`'s mapping, for the mapper.
+fn mapping_config(function: &str) -> Result<MapperConfig, String> {
     let path = template::service_template();
     let text =
         std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let settings = crate::mapping::stream_mapping_settings(&text)?;
+    let settings = crate::mapping::stream_mapping_settings(&text, function)?;
     let mut config = MapperConfig {
         batch_size: settings.batch_size,
         batching_window: settings.batching_window,
@@ -149,7 +149,7 @@ struct Pending {
 /// batch size, batching window and retry count. Records that fail every retry go to
 /// `$STREAM_FAILURES_FILE` (default `.local/stream-failures.jsonl`).
 pub async fn stream_mapper(table: &str, url: &str, function: &str) -> Result<(), String> {
-    let config = mapping_config()?;
+    let config = mapping_config(function)?;
     let endpoint = cqrs_testkit::endpoint::local_endpoint().map_err(|e| e.to_string())?;
     let dynamodb = cqrs_testkit::endpoint::client_for(&endpoint)
         .await
