@@ -10,7 +10,8 @@
 //! - **the floor**: the same rows, computed before the clock starts, written batch by batch in one
 //!   transaction each with the plain statement a hand-written consumer would use: `INSERT INTO t
 //!   (...) VALUES (...), ... ON CONFLICT (pk, sk) DO UPDATE SET ... WHERE t.version <
-//!   excluded.version` (values sent as text and cast, as sql-sync sends them).
+//!   excluded.version` (values sent as text and cast, as sql-sync sends them); each batch is freed
+//!   once written, as sql-sync frees each event.
 //!
 //! The sides alternate (which goes first alternates too), on emptied tables each time; every run is
 //! checked to have written every row. It prints one line per figure and a last line `BENCH_SQL
@@ -144,8 +145,9 @@ fn rows(model: &Model, schema: &Schema, items: usize, version: i64, batch: usize
     all.chunks(batch).map(<[Row]>::to_vec).collect()
 }
 
-/// The floor: one transaction per batch, one plain upsert statement per chunk of rows.
-async fn floor(client: &mut Client, batches: &[Vec<Row>]) {
+/// The floor: one transaction per batch, one plain upsert statement per chunk of rows. It takes
+/// its rows, and frees each batch once written, as sql-sync frees each event.
+async fn floor(client: &mut Client, batches: Vec<Vec<Row>>) {
     for batch in batches {
         let transaction = client.transaction().await.unwrap();
         let per_row = batch[0].values.len();
@@ -324,7 +326,7 @@ fn main() {
                         } else if side == 1 {
                             let prepared = rows(&model, &schema, items, version, batch);
                             let started = Instant::now();
-                            floor(&mut client, &prepared).await;
+                            floor(&mut client, prepared).await;
                             started.elapsed().as_secs_f64()
                         } else {
                             let prepared: Vec<Vec<Change>> =
@@ -333,8 +335,8 @@ fn main() {
                                     .map(|batch| batch.into_iter().map(Change::Upsert).collect())
                                     .collect();
                             let started = Instant::now();
-                            for changes in &prepared {
-                                cqrs_sql::write::apply(&mut client, changes).await.unwrap();
+                            for changes in prepared {
+                                cqrs_sql::write::apply(&mut client, &changes).await.unwrap();
                             }
                             started.elapsed().as_secs_f64()
                         };
