@@ -89,8 +89,8 @@ fn parse_insert(record: &EventRecord) -> Result<Item, String> {
             "INSERT without NewImage (the stream view type must include new images)".into(),
         );
     }
-    let item = Item::from_attributes(image.clone().into())
-        .map_err(|e| format!("NewImage is not an item: {e}"))?;
+    let item =
+        Item::from_image(image.clone()).map_err(|e| format!("NewImage is not an item: {e}"))?;
     let version = match parse_sort_key_version(&item.sk) {
         Ok((_, Some(version))) => version,
         _ => return Err(format!("sk {:?} carries no version", item.sk)),

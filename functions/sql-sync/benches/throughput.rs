@@ -8,10 +8,14 @@
 //!   a row, the batch's changes deduplicated, one transaction per batch with the generic-table and
 //!   removal checks ([`cqrs_sql::write::apply`]).
 //! - **the floor**: the same rows, computed before the clock starts, written batch by batch in one
-//!   transaction each with the plain statement a hand-written consumer would use: `INSERT INTO t
-//!   (...) VALUES (...), ... ON CONFLICT (pk, sk) DO UPDATE SET ... WHERE t.version <
-//!   excluded.version` (values sent as text and cast, as sql-sync sends them); each batch is freed
-//!   once written, as sql-sync frees each event.
+//!   transaction each with the plain statement a hand-written consumer would use, in its faster
+//!   form: `INSERT INTO t (...) SELECT ... FROM unnest($1::text[], ...) ON CONFLICT (pk, sk) DO
+//!   UPDATE SET ... WHERE t.version < excluded.version` (one text array a column, cast, as sql-sync
+//!   sends them; the statement prepared once a run); each batch is freed once written, as sql-sync
+//!   frees each event.
+//! - **sql-sync's writes alone**: a [`cqrs_sql::write::Writer`] on the same prepared rows (its
+//!   statements without the conversion of the records).
+//! - **the floor's `VALUES` form**: one tuple a row, a new statement each batch, for comparison.
 //!
 //! The sides alternate (which goes first alternates too), on emptied tables each time; every run is
 //! checked to have written every row. It prints one line per figure and a last line `BENCH_SQL
@@ -145,9 +149,54 @@ fn rows(model: &Model, schema: &Schema, items: usize, version: i64, batch: usize
     all.chunks(batch).map(<[Row]>::to_vec).collect()
 }
 
-/// The floor: one transaction per batch, one plain upsert statement per chunk of rows. It takes
-/// its rows, and frees each batch once written, as sql-sync frees each event.
+/// The floor: one transaction per batch, one plain upsert statement per batch, its rows sent as one
+/// text array per column (`unnest`) and cast, the statement prepared once per run. It takes its
+/// rows, and frees each batch once written, as sql-sync frees each event.
 async fn floor(client: &mut Client, batches: Vec<Vec<Row>>) {
+    let first = &batches[0][0];
+    let columns: Vec<String> = first.columns.iter().map(|c| ident(c)).collect();
+    let list = columns.join(", ");
+    let casts: Vec<String> = columns
+        .iter()
+        .zip(first.types.iter())
+        .map(|(c, ty)| format!("{c}::{ty}"))
+        .collect();
+    let arrays: Vec<String> = (1..=columns.len())
+        .map(|n| format!("${n}::text[]"))
+        .collect();
+    let table = ident(&first.table);
+    let updates: Vec<String> = columns
+        .iter()
+        .filter(|c| *c != "\"pk\"" && *c != "\"sk\"")
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    let statement = client
+        .prepare(&format!(
+            "INSERT INTO {table} ({list}) SELECT {casts} FROM unnest({arrays}) AS u ({list}) \
+             ON CONFLICT (\"pk\", \"sk\") DO UPDATE SET {updates} \
+             WHERE {table}.\"version\" < excluded.\"version\"",
+            casts = casts.join(", "),
+            arrays = arrays.join(", "),
+            updates = updates.join(", "),
+        ))
+        .await
+        .unwrap();
+    for batch in batches {
+        let transaction = client.transaction().await.unwrap();
+        let values: Vec<Vec<Option<&str>>> = (0..batch[0].values.len())
+            .map(|at| batch.iter().map(|row| row.values[at].as_deref()).collect())
+            .collect();
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        transaction.execute(&statement, &refs).await.unwrap();
+        transaction.commit().await.unwrap();
+    }
+}
+
+/// The hand-written form of the floor most consumers start with: a `VALUES` list of one tuple per
+/// row, a new statement each batch (PostgreSQL parses, analyses and plans it in proportion to the
+/// batch). For comparison: the ratio is to [`floor`], the faster of the two.
+async fn floor_values(client: &mut Client, batches: Vec<Vec<Row>>) {
     for batch in batches {
         let transaction = client.transaction().await.unwrap();
         let per_row = batch[0].values.len();
@@ -157,7 +206,7 @@ async fn floor(client: &mut Client, batches: Vec<Vec<Row>>) {
             let mut tuples = Vec::with_capacity(chunk.len());
             for row in chunk {
                 let mut cells = Vec::with_capacity(per_row);
-                for (value, ty) in row.values.iter().zip(&row.types) {
+                for (value, ty) in row.values.iter().zip(row.types.iter()) {
                     params.push(value);
                     cells.push(format!("(${}::text)::{ty}", params.len()));
                 }
@@ -308,13 +357,18 @@ fn main() {
         };
         for &batch in &batch_sizes {
             // [pass][side] -> rows/s of each repeat; pass 0 inserts version 1, pass 1 updates to 2.
-            // Sides: 0 sql-sync, 1 the floor, 2 sql-sync's writes alone (cqrs_sql::write::apply
-            // on the same prepared rows: what its statements cost beside the floor's, without the
-            // conversion of the records).
-            let mut rates: [[Vec<f64>; 3]; 2] = Default::default();
+            // Sides: 0 sql-sync, 1 the floor, 2 sql-sync's writes alone (a Writer on the same
+            // prepared rows: what its statements cost beside the floor's, without the conversion
+            // of the records), 3 the floor's VALUES form.
+            let mut rates: [[Vec<f64>; 4]; 2] = Default::default();
+            let mut writer = {
+                let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+                tokio::spawn(connection);
+                cqrs_sql::write::Writer::new(client)
+            };
             for repeat in 0..=repeats {
                 // Repeat 0 warms the server and the connections up and is not counted.
-                let sides = if repeat % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
+                let sides = if repeat % 2 == 0 { [0, 1, 2, 3] } else { [3, 2, 1, 0] };
                 for side in sides {
                     empty(&admin).await;
                     for (pass, version) in [(0usize, 1i64), (1, 2)] {
@@ -328,6 +382,11 @@ fn main() {
                             let started = Instant::now();
                             floor(&mut client, prepared).await;
                             started.elapsed().as_secs_f64()
+                        } else if side == 3 {
+                            let prepared = rows(&model, &schema, items, version, batch);
+                            let started = Instant::now();
+                            floor_values(&mut client, prepared).await;
+                            started.elapsed().as_secs_f64()
                         } else {
                             let prepared: Vec<Vec<Change>> =
                                 rows(&model, &schema, items, version, batch)
@@ -336,7 +395,7 @@ fn main() {
                                     .collect();
                             let started = Instant::now();
                             for changes in prepared {
-                                cqrs_sql::write::apply(&mut client, &changes).await.unwrap();
+                                writer.apply(&changes).await.unwrap();
                             }
                             started.elapsed().as_secs_f64()
                         };
@@ -348,20 +407,25 @@ fn main() {
                 }
             }
             for (pass, name) in [(0, "insert"), (1, "update")] {
-                let [ours_runs, floor_runs, writes_runs] = &mut rates[pass];
+                let [ours_runs, floor_runs, writes_runs, values_runs] = &mut rates[pass];
                 let runs_ours = ours_runs.clone();
                 let runs_floor = floor_runs.clone();
                 let runs_writes = writes_runs.clone();
-                let (o, f, w) = (median(ours_runs), median(floor_runs), median(writes_runs));
+                let (o, f, w, v) = (
+                    median(ours_runs),
+                    median(floor_runs),
+                    median(writes_runs),
+                    median(values_runs),
+                );
                 println!(
                     "batch {batch:>5} {name}: sql-sync {o:>9.0} rows/s, raw upserts {f:>9.0} rows/s, ratio {:.2}; \
-                     its writes alone {w:>9.0} rows/s ({:.2} of raw)",
+                     its writes alone {w:>9.0} rows/s ({:.2} of raw); raw VALUES upserts {v:>9.0} rows/s",
                     o / f,
                     w / f
                 );
                 results.push(format!(
                     "{{\"batch\": {batch}, \"pass\": \"{name}\", \"sql_sync_rows_s\": {o}, \"raw_rows_s\": {f}, \
-                     \"writes_rows_s\": {w}, \"ratio\": {}, \"sql_sync_runs\": {runs_ours:?}, \
+                     \"writes_rows_s\": {w}, \"values_rows_s\": {v}, \"ratio\": {}, \"sql_sync_runs\": {runs_ours:?}, \
                      \"raw_runs\": {runs_floor:?}, \"writes_runs\": {runs_writes:?}}}",
                     o / f
                 ));

@@ -33,10 +33,9 @@ use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use cqrs_item::Item;
 use cqrs_model::Model;
-use cqrs_sql::schema::Schema;
-use cqrs_sql::write::{Change, Written, apply};
+use cqrs_sql::rows::Rows;
+use cqrs_sql::write::{Change, Writer, Written};
 use tokio::sync::Mutex;
-use tokio_postgres::Client;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::database::Database;
@@ -59,21 +58,16 @@ pub enum SyncError {
 ///
 /// ```
 /// let record = aws_lambda_events::event::dynamodb::EventRecord::default();
-/// let model = cqrs_model::Model::example();
-/// let schema = cqrs_sql::schema::Schema::of(&model);
-/// assert!(cqrs_sql_sync::change(&model, &schema, &record).is_err(), "no eventName");
+/// let rows = cqrs_sql::rows::Rows::new(cqrs_model::Model::example());
+/// assert!(cqrs_sql_sync::change(&rows, &record).is_err(), "no eventName");
 /// ```
-pub fn change(model: &Model, schema: &Schema, record: &EventRecord) -> Result<Change, String> {
-    change_taking(model, schema, &mut record.clone())
+pub fn change(rows: &Rows, record: &EventRecord) -> Result<Change, String> {
+    change_taking(rows, &mut record.clone())
 }
 
 /// [`change`], taking the image it reads out of `record` instead of copying it (a batch's records
 /// are not needed whole once converted).
-fn change_taking(
-    model: &Model,
-    schema: &Schema,
-    record: &mut EventRecord,
-) -> Result<Change, String> {
+fn change_taking(rows: &Rows, record: &mut EventRecord) -> Result<Change, String> {
     let event_name = record.event_name.as_str();
     let image = |image: &mut serde_dynamo::Item| -> Result<Item, String> {
         if image.is_empty() {
@@ -81,18 +75,19 @@ fn change_taking(
                 "{event_name} without its image (the stream view type must be NEW_AND_OLD_IMAGES)"
             ));
         }
-        Item::from_attributes(std::mem::take(image).into())
+        Item::from_image(std::mem::take(image))
             .map_err(|e| format!("the image is not an item: {e}"))
     };
     match event_name {
         "INSERT" | "MODIFY" => {
             let item = image(&mut record.change.new_image)?;
-            Ok(Change::Upsert(cqrs_sql::rows::row(model, schema, &item)))
+            Ok(Change::Upsert(rows.row(item)))
         }
         "REMOVE" => {
             let item = image(&mut record.change.old_image)?;
             Ok(Change::Remove {
-                table: model
+                table: rows
+                    .model()
                     .entity_of_keys(&item.pk, &item.sk)
                     .map(|e| e.name.clone()),
                 pk: item.pk,
@@ -107,11 +102,10 @@ fn change_taking(
 /// The function: the model, its schema, where its database is, and one connection, opened when
 /// first needed and again after a failure.
 pub struct SqlSync {
-    model: Model,
-    schema: Schema,
+    rows: Rows,
     database: Database,
     tls: MakeRustlsConnect,
-    client: Mutex<Option<Client>>,
+    writer: Mutex<Option<Writer>>,
 }
 
 impl SqlSync {
@@ -143,18 +137,17 @@ impl SqlSync {
     /// ```
     pub fn connecting(model: Model, database: Database) -> Self {
         SqlSync {
-            schema: Schema::of(&model),
-            model,
+            rows: Rows::new(model),
             database,
             // The compiled-in roots always parse (database::tls's doctest holds it).
             tls: database::tls(cqrs_store::client::AMAZON_ROOTS)
                 .expect("the Amazon Trust Services roots are valid certificates"),
-            client: Mutex::new(None),
+            writer: Mutex::new(None),
         }
     }
 
-    async fn connect(&self) -> Result<Client, SyncError> {
-        self.database.connect(&self.tls).await
+    async fn connect(&self) -> Result<Writer, SyncError> {
+        Ok(Writer::new(self.database.connect(&self.tls).await?))
     }
 
     /// Applies the service's migrations that are not applied yet (see
@@ -166,11 +159,11 @@ impl SqlSync {
     /// # }
     /// ```
     pub async fn migrate(&self, migrations: &[(u32, &str, &str)]) -> Result<usize, SyncError> {
-        let mut slot = self.client.lock().await;
+        let mut slot = self.writer.lock().await;
         if slot.is_none() {
             *slot = Some(self.connect().await?);
         }
-        let client = slot.as_mut().expect("connected");
+        let client = slot.as_mut().expect("connected").client();
         let owned: Vec<(u32, String, String)> = migrations
             .iter()
             .map(|(v, name, sql)| (*v, name.to_string(), sql.to_string()))
@@ -191,7 +184,7 @@ impl SqlSync {
         let mut changes = Vec::with_capacity(event.records.len());
         let mut failed_at = None;
         for (at, record) in event.records.iter_mut().enumerate() {
-            match change_taking(&self.model, &self.schema, record) {
+            match change_taking(&self.rows, record) {
                 Ok(change) => changes.push(change),
                 Err(reason) => {
                     tracing::error!(
@@ -232,12 +225,12 @@ impl SqlSync {
         if changes.is_empty() {
             return Ok(Written::default());
         }
-        let mut slot = self.client.lock().await;
-        if slot.as_ref().is_none_or(Client::is_closed) {
+        let mut slot = self.writer.lock().await;
+        if slot.as_ref().is_none_or(Writer::is_closed) {
             *slot = Some(self.connect().await?);
         }
-        let client = slot.as_mut().expect("connected");
-        let result = apply(client, changes).await;
+        let writer = slot.as_mut().expect("connected");
+        let result = writer.apply(changes).await;
         if result.is_err() {
             // A fresh connection next time: this one may be broken.
             *slot = None;

@@ -245,8 +245,28 @@ impl Item {
     /// let back = cqrs_item::Item::from_attributes(item.to_attributes().unwrap()).unwrap();
     /// assert_eq!(back.version, 1);
     /// ```
-    pub fn from_attributes(mut attributes: Attributes) -> Result<Self, ConversionError> {
-        let mut take = |name: &'static str| match attributes.remove(name) {
+    pub fn from_attributes(attributes: Attributes) -> Result<Self, ConversionError> {
+        Self::read(attributes)
+    }
+
+    /// [`Item::from_attributes`] of a stream image (an event's `NewImage` or `OldImage`), read
+    /// as it is: without first building the SDK's map of it.
+    ///
+    /// ```
+    /// let item = cqrs_item::Item::example();
+    /// let image: serde_dynamo::Item = item.to_attributes().unwrap().into();
+    /// assert_eq!(cqrs_item::Item::from_image(image).unwrap(), item);
+    /// ```
+    pub fn from_image(image: serde_dynamo::Item) -> Result<Self, ConversionError> {
+        Self::read(image.into_inner())
+    }
+
+    /// Reads an item from a map of attribute values of either shape (each converted as it is
+    /// taken).
+    fn read<V: Into<AttributeValue>>(
+        mut attributes: HashMap<String, V>,
+    ) -> Result<Self, ConversionError> {
+        let mut take = |name: &'static str| match attributes.remove(name).map(Into::into) {
             None | Some(AttributeValue::Null(_)) => None,
             Some(value) => Some((name, value)),
         };
@@ -320,8 +340,8 @@ impl Item {
             // What is left at the top level: the version's index keys (strings and numbers).
             index_keys: attributes
                 .drain()
-                .filter_map(|(name, value)| match value {
-                    AttributeValue::S(_) | AttributeValue::N(_) => {
+                .filter_map(|(name, value)| match value.into() {
+                    value @ (AttributeValue::S(_) | AttributeValue::N(_)) => {
                         Value::from_attribute_value(value).ok().map(|v| (name, v))
                     }
                     _ => None,
@@ -496,6 +516,32 @@ mod tests {
         item.seq = Some(42);
         let back = Item::from_attributes(item.to_attributes().unwrap()).unwrap();
         assert_eq!(back, item);
+    }
+
+    #[test]
+    fn a_stream_image_reads_as_its_sdk_map_does() {
+        let mut item = Item::example().into_data_item();
+        item.attributes = parse_json(r#"{"n": 12345678901234567890.5, "list": [1, {"a": null}]}"#)
+            .unwrap()
+            .as_map()
+            .unwrap()
+            .clone();
+        item.index_keys
+            .insert("gsi1pk".into(), Value::from("LOC#US"));
+        item.entity = Some("product".into());
+        let mut attributes = item.to_attributes().unwrap();
+        // Written by another tool: a set at the top level (not an index key), a NULL seq.
+        attributes.insert("tags".into(), AttributeValue::Ss(vec!["x".into()]));
+        attributes.insert("seq".into(), AttributeValue::Null(true));
+        let image: serde_dynamo::Item = attributes.clone().into();
+        let read = Item::from_image(image).unwrap();
+        assert_eq!(read, Item::from_attributes(attributes).unwrap());
+        assert_eq!(read, item);
+
+        let mut wrong = item.to_attributes().unwrap();
+        wrong.insert("version".into(), AttributeValue::S("2".into()));
+        let error = Item::from_image(wrong.into()).unwrap_err().to_string();
+        assert!(error.contains("version: expected a number"), "{error}");
     }
 
     #[test]

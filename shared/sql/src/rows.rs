@@ -28,24 +28,33 @@
 //! assert_eq!(row.value("attributes"), Some(r#"{"colour":"red"}"#));
 //! ```
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use cqrs_item::{Item, Map, Value};
 use cqrs_model::{AttrType, Model, ValueRef};
 
-use crate::schema::{ENVELOPE, GENERIC_TABLE, Schema};
+use crate::schema::{ENVELOPE, GENERIC_TABLE, Schema, Table};
 
 /// The generic table's own columns, after the envelope: the entity the keys name (if any) and why
 /// the row is here.
 pub const GENERIC_COLUMNS: [(&str, &str); 2] = [("entity", "text"), ("reason", "text NOT NULL")];
 
-/// One row: where it goes and its values ([`row`] makes it; see the module's example).
+/// Where `pk`, `sk` and `version` are in every row (the envelope comes first).
+const PK: usize = 0;
+const SK: usize = 1;
+const VERSION: usize = 7;
+
+/// One row: where it goes and its values ([`row`] makes it; see the module's example). The rows of
+/// one table share its column names and types.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     /// The table.
     pub table: String,
     /// Column names, in order.
-    pub columns: Vec<String>,
+    pub columns: Arc<[String]>,
     /// Column types, in order (what each value is cast to).
-    pub types: Vec<String>,
+    pub types: Arc<[String]>,
     /// The values as text (`None`: SQL `NULL`), in order.
     pub values: Vec<Option<String>>,
     /// The entity table it would have gone to, when it is in the generic table for not fitting it.
@@ -61,33 +70,143 @@ impl Row {
         self.values[at].as_deref()
     }
 
+    /// The value of the envelope's column `column`, found at its place (`at`) first.
+    fn envelope_value(&self, at: usize, column: &str) -> Option<&str> {
+        match self.columns.get(at) {
+            Some(name) if name == column => self.values[at].as_deref(),
+            _ => self.value(column),
+        }
+    }
+
     /// The item's key.
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::example();
+    /// let row = cqrs_sql::rows::row(&model, &cqrs_sql::schema::Schema::of(&model), &cqrs_item::Item::example());
+    /// assert_eq!(row.key(), ("PRODUCT#t1", "P001@1"));
+    /// ```
     pub fn key(&self) -> (&str, &str) {
         (
-            self.value("pk").unwrap_or(""),
-            self.value("sk").unwrap_or(""),
+            self.envelope_value(PK, "pk").unwrap_or(""),
+            self.envelope_value(SK, "sk").unwrap_or(""),
         )
     }
 
     /// The item's version.
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::example();
+    /// let row = cqrs_sql::rows::row(&model, &cqrs_sql::schema::Schema::of(&model), &cqrs_item::Item::example());
+    /// assert_eq!(row.version(), 1);
+    /// ```
     pub fn version(&self) -> i64 {
-        self.value("version")
+        self.envelope_value(VERSION, "version")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     }
 }
 
-fn text(value: &str) -> Option<String> {
-    Some(value.to_string())
+/// The column names and types of one table's rows.
+#[derive(Debug, Clone)]
+struct Shape {
+    columns: Arc<[String]>,
+    types: Arc<[String]>,
 }
 
-fn timestamp(value: &str) -> Option<String> {
+impl Shape {
+    /// The shape of `table`'s rows, or of the generic table's (`None`).
+    fn of(table: Option<&Table>) -> Shape {
+        let own: Vec<(String, String)> = match table {
+            Some(table) => table
+                .columns
+                .iter()
+                .map(|c| (c.name.clone(), c.sql_type.clone()))
+                .collect(),
+            None => GENERIC_COLUMNS
+                .iter()
+                .map(|(c, d)| (c.to_string(), sql_type(d)))
+                .collect(),
+        };
+        let (columns, types): (Vec<String>, Vec<String>) = ENVELOPE
+            .iter()
+            .map(|(c, d)| (c.to_string(), sql_type(d)))
+            .chain(own)
+            .unzip();
+        Shape {
+            columns: columns.into(),
+            types: types.into(),
+        }
+    }
+}
+
+/// The rows of a model's items, with each table's column names and types made once (what a
+/// consumer of the data table's stream keeps): [`Rows::row`] gives what [`row`] gives.
+///
+/// ```
+/// let model = cqrs_model::Model::example();
+/// let rows = cqrs_sql::rows::Rows::new(model.clone());
+/// let item = cqrs_item::Item::example();
+/// let once = cqrs_sql::rows::row(&model, rows.schema(), &item);
+/// assert_eq!(rows.row(item), once);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Rows {
+    model: Model,
+    schema: Schema,
+    shapes: HashMap<String, Shape>,
+    generic: Shape,
+}
+
+impl Rows {
+    /// The rows of `model`'s items, into its schema ([`Schema::of`]); see the type's example.
+    pub fn new(model: Model) -> Rows {
+        let schema = Schema::of(&model);
+        let shapes = schema
+            .tables
+            .iter()
+            .map(|t| (t.name.clone(), Shape::of(Some(t))))
+            .collect();
+        Rows {
+            model,
+            schema,
+            shapes,
+            generic: Shape::of(None),
+        }
+    }
+
+    /// The model.
+    ///
+    /// ```
+    /// let rows = cqrs_sql::rows::Rows::new(cqrs_model::Model::example());
+    /// assert!(!rows.model().entities().is_empty());
+    /// ```
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Its schema.
+    ///
+    /// ```
+    /// let rows = cqrs_sql::rows::Rows::new(cqrs_model::Model::example());
+    /// assert_eq!(rows.schema().tables.len(), rows.model().entities().len());
+    /// ```
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The row of `item` (a state of the data table), taking its values (see the type's example).
+    pub fn row(&self, item: Item) -> Row {
+        build(&self.model, &self.schema, item, &|table| match table {
+            Some(table) => self.shapes[&table.name].clone(),
+            None => self.generic.clone(),
+        })
+    }
+}
+
+fn timestamp(value: String) -> Option<String> {
     // An audit time that does not parse stays NULL rather than failing the batch.
     let check = cqrs_model::Attribute::new(AttrType::Timestamp);
-    check
-        .check(ValueRef::Str(value))
-        .ok()
-        .map(|_| value.to_string())
+    check.check(ValueRef::Str(&value)).ok().map(|_| value)
 }
 
 fn json(map: &Map) -> String {
@@ -106,38 +225,63 @@ fn value_ref(value: &Value) -> ValueRef<'_> {
 }
 
 /// The text of a typed column's value.
-fn cell(value: &Value) -> String {
+fn cell(value: Value) -> String {
     match value {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.as_str().to_string(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => s,
         Value::Null => String::new(),
-        Value::List(_) | Value::Map(_) => serde_json::to_string(value).expect("a value serialises"),
+        Value::List(_) | Value::Map(_) => {
+            serde_json::to_string(&value).expect("a value serialises")
+        }
     }
 }
 
-/// The envelope's values of `item`, with `attributes` (the ones without a column) as JSON.
-fn envelope(item: &Item, rest: &Map) -> Vec<Option<String>> {
+/// The envelope's values of `item` (its attributes are left out), taking them, with `attributes`
+/// (the ones without a column) as JSON.
+fn envelope(item: Item, rest: &Map) -> Vec<Option<String>> {
+    let Item {
+        pk,
+        sk,
+        id,
+        code,
+        name,
+        version,
+        tenant_code,
+        item_type,
+        is_deleted,
+        seq,
+        ttl,
+        source,
+        request_id,
+        created_at,
+        created_by,
+        created_ip,
+        updated_at,
+        updated_by,
+        updated_ip,
+        ..
+    } = item;
     vec![
-        text(&item.pk),
-        text(&item.sk),
-        text(&item.id),
-        text(&item.tenant_code),
-        text(&item.item_type),
-        text(&item.code),
-        text(&item.name),
-        Some(item.version.to_string()),
-        Some(item.is_deleted.to_string()),
-        item.seq.map(|s| s.to_string()),
-        item.ttl.map(|t| t.to_string()),
-        text(&item.source),
-        text(&item.request_id),
-        timestamp(&item.created_at),
-        text(&item.created_by),
-        text(&item.created_ip),
-        timestamp(&item.updated_at),
-        text(&item.updated_by),
-        text(&item.updated_ip),
+        Some(pk),
+        Some(sk),
+        Some(id),
+        Some(tenant_code),
+        Some(item_type),
+        Some(code),
+        Some(name),
+        Some(version.to_string()),
+        Some(is_deleted.to_string()),
+        seq.map(|s| s.to_string()),
+        ttl.map(|t| t.to_string()),
+        Some(source),
+        Some(request_id),
+        timestamp(created_at),
+        Some(created_by),
+        Some(created_ip),
+        timestamp(updated_at),
+        Some(updated_by),
+        Some(updated_ip),
         Some(json(rest)),
     ]
 }
@@ -151,22 +295,32 @@ fn sql_type(definition: &str) -> String {
 }
 
 /// The row of `item` (a state of the data table: `sk` without version); see the module's example.
+/// [`Rows::row`] gives the same, without making the table's column names and types again.
 pub fn row(model: &Model, schema: &Schema, item: &Item) -> Row {
-    let mut columns: Vec<String> = ENVELOPE.iter().map(|(c, _)| c.to_string()).collect();
-    let mut types: Vec<String> = ENVELOPE.iter().map(|(_, d)| sql_type(d)).collect();
+    build(model, schema, item.clone(), &Shape::of)
+}
+
+/// The row of `item`, taking its values; `shape` gives a table's column names and types (the
+/// generic table's for `None`).
+fn build(
+    model: &Model,
+    schema: &Schema,
+    mut item: Item,
+    shape: &dyn Fn(Option<&Table>) -> Shape,
+) -> Row {
     let entity = model.entity_of_keys(&item.pk, &item.sk);
     let reason = match entity {
-        None => Some("its keys match no entity of the model".to_string()),
+        None => "its keys match no entity of the model".to_string(),
         Some(entity) => {
             let table = schema
                 .table(&entity.name)
                 .expect("the schema has a table per entity");
             let mut typed = Vec::with_capacity(table.columns.len());
-            let mut rest = item.attributes.clone();
             let mut misfit = None;
             for column in &table.columns {
                 let attribute = &entity.attributes[&column.attribute];
-                match rest.remove(&column.attribute) {
+                let value = item.attributes.get(&column.attribute);
+                match value {
                     None | Some(Value::Null) if attribute.required => {
                         misfit = Some(format!(
                             "the required attribute {} is missing",
@@ -174,12 +328,13 @@ pub fn row(model: &Model, schema: &Schema, item: &Item) -> Row {
                         ));
                     }
                     None | Some(Value::Null) => typed.push(None),
-                    Some(value) => match attribute.check(value_ref(&value)) {
-                        Ok(()) => typed.push(Some(cell(&value))),
-                        Err(message) => {
+                    Some(value) => {
+                        if let Err(message) = attribute.check(value_ref(value)) {
                             misfit = Some(format!("attribute {}: {message}", column.attribute));
+                        } else {
+                            typed.push(Some(column.attribute.as_str()));
                         }
-                    },
+                    }
                 }
                 if misfit.is_some() {
                     break;
@@ -187,9 +342,14 @@ pub fn row(model: &Model, schema: &Schema, item: &Item) -> Row {
             }
             match misfit {
                 None => {
-                    columns.extend(table.columns.iter().map(|c| c.name.clone()));
-                    types.extend(table.columns.iter().map(|c| c.sql_type.clone()));
-                    let mut values = envelope(item, &rest);
+                    // Every typed value fits: take them out of the attributes, the rest is JSON.
+                    let typed: Vec<Option<String>> = typed
+                        .into_iter()
+                        .map(|name| name.and_then(|name| item.attributes.remove(name)).map(cell))
+                        .collect();
+                    let attributes = std::mem::take(&mut item.attributes);
+                    let Shape { columns, types } = shape(Some(table));
+                    let mut values = envelope(item, &attributes);
                     values.extend(typed);
                     return Row {
                         table: table.name.clone(),
@@ -200,22 +360,23 @@ pub fn row(model: &Model, schema: &Schema, item: &Item) -> Row {
                         reason: None,
                     };
                 }
-                Some(reason) => Some(format!("it does not fit entity {}: {reason}", entity.name)),
+                Some(reason) => format!("it does not fit entity {}: {reason}", entity.name),
             }
         }
     };
-    let mut values = envelope(item, &item.attributes);
-    columns.extend(GENERIC_COLUMNS.iter().map(|(c, _)| c.to_string()));
-    types.extend(GENERIC_COLUMNS.iter().map(|(_, d)| sql_type(d)));
-    values.push(entity.map(|e| e.name.clone()));
-    values.push(reason.clone());
+    let entity = entity.map(|e| e.name.clone());
+    let attributes = std::mem::take(&mut item.attributes);
+    let Shape { columns, types } = shape(None);
+    let mut values = envelope(item, &attributes);
+    values.push(entity.clone());
+    values.push(Some(reason.clone()));
     Row {
         table: GENERIC_TABLE.to_string(),
         columns,
         types,
         values,
-        entity: entity.map(|e| e.name.clone()),
-        reason,
+        entity,
+        reason: Some(reason),
     }
 }
 
@@ -266,6 +427,11 @@ attributes.code = { type = "string" }
             ("extra", Value::Bool(false)),
         ]);
         let row = row(&model, &schema, &item);
+        assert_eq!(
+            Rows::new(model.clone()).row(item),
+            row,
+            "made once or each time"
+        );
         assert_eq!(row.table, "loan");
         assert_eq!(row.reason, None);
         assert_eq!(row.value("fee"), Some("12"));
@@ -308,6 +474,7 @@ attributes.code = { type = "string" }
             ),
         ] {
             let row = row(&model, &schema, &item);
+            assert_eq!(Rows::new(model.clone()).row(item), row);
             assert_eq!(row.table, GENERIC_TABLE);
             assert_eq!(row.entity.as_deref(), Some("loan"));
             let reason = row.reason.clone().unwrap();

@@ -90,27 +90,23 @@ async fn content_differences(
     }
     let mut differing = Vec::new();
     for (table, rows) in by_table {
-        let per_row = rows[0].values.len();
-        for chunk in rows.chunks((20_000 / per_row).max(1)) {
-            let columns: Vec<String> = chunk[0].columns.iter().map(|c| ident(c)).collect();
-            let (tuples, params) = crate::write::values(chunk);
-            let list = columns.join(", ");
-            let t_list: Vec<String> = columns.iter().map(|c| format!("t.{c}")).collect();
-            let v_list: Vec<String> = columns.iter().map(|c| format!("v.{c}")).collect();
-            let sql = format!(
-                "SELECT v.\"pk\", v.\"sk\" FROM (VALUES {}) AS v ({list}) JOIN {} t \
-                 ON t.\"pk\" = v.\"pk\" AND t.\"sk\" = v.\"sk\" \
-                 WHERE ({}) IS DISTINCT FROM ({})",
-                tuples.join(", "),
-                ident(table),
-                t_list.join(", "),
-                v_list.join(", "),
-            );
-            let refs: Vec<&(dyn ToSql + Sync)> =
-                params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-            for row in client.query(&sql, &refs).await? {
-                differing.push((row.get(0), row.get(1)));
-            }
+        let columns: Vec<String> = rows[0].columns.iter().map(|c| ident(c)).collect();
+        let t_list: Vec<String> = columns.iter().map(|c| format!("t.{c}")).collect();
+        let v_list: Vec<String> = columns.iter().map(|c| format!("v.{c}")).collect();
+        let sql = format!(
+            "SELECT v.\"pk\", v.\"sk\" FROM ({}) AS v JOIN {} t \
+             ON t.\"pk\" = v.\"pk\" AND t.\"sk\" = v.\"sk\" \
+             WHERE ({}) IS DISTINCT FROM ({})",
+            crate::write::unnest(&rows[0].columns, &rows[0].types),
+            ident(table),
+            t_list.join(", "),
+            v_list.join(", "),
+        );
+        let arrays = crate::write::arrays(&rows);
+        let params: Vec<&(dyn ToSql + Sync)> =
+            arrays.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        for row in client.query(&sql, &params).await? {
+            differing.push((row.get(0), row.get(1)));
         }
     }
     Ok(differing)

@@ -13,12 +13,15 @@
 //! - Within a batch, only each item's last change counts (the stream keeps an item's records in
 //!   order).
 //!
-//! Values travel as text and are cast to their column's type in SQL (`($1::text)::bigint`), so no
-//! value needs a Rust type of its own.
+//! Values travel as text, one array per column (`unnest($1::text[], $2::text[], ...)`), and are cast
+//! to their column's type in SQL, so no value needs a Rust type of its own, and a table's statement
+//! is the same text whatever the batch's size: PostgreSQL parses and plans it once per connection
+//! ([`Writer`] keeps it prepared), where a `VALUES` list of one tuple per row is a new statement
+//! each time, parsed, analysed and planned in proportion to the batch.
 
 use std::collections::HashMap;
 
-use tokio_postgres::{Client, Transaction, types::ToSql};
+use tokio_postgres::{Client, Statement, Transaction, types::ToSql};
 
 use crate::rows::Row;
 use crate::schema::{GENERIC_TABLE, REMOVED_TABLE, ident};
@@ -82,10 +85,67 @@ pub struct Written {
 }
 
 /// Where a group of upserts goes: its table, and the other place its items may be.
-type Destination = (String, Option<String>);
+type Destination<'c> = (&'c str, Option<&'c str>);
 
-/// How many values one statement binds at most (PostgreSQL's limit is 65,535).
-const MAX_PARAMETERS: usize = 30_000;
+/// Statements prepared on one connection, by their text.
+type Prepared = HashMap<String, Statement>;
+
+/// A connection that writes batches, with its statements prepared once (a table's upsert is the
+/// same text for every batch).
+///
+/// ```no_run
+/// # async fn example(client: tokio_postgres::Client, batches: Vec<Vec<cqrs_sql::write::Change>>) {
+/// let mut writer = cqrs_sql::write::Writer::new(client);
+/// for changes in &batches {
+///     writer.apply(changes).await.unwrap();
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Writer {
+    client: Client,
+    prepared: Prepared,
+}
+
+impl Writer {
+    /// A writer on `client` (see the type's example).
+    pub fn new(client: Client) -> Writer {
+        Writer {
+            client,
+            prepared: Prepared::new(),
+        }
+    }
+
+    /// Its connection.
+    ///
+    /// ```no_run
+    /// # async fn example(mut writer: cqrs_sql::write::Writer) {
+    /// writer.client().batch_execute("SELECT 1").await.unwrap();
+    /// # }
+    /// ```
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// Whether its connection is closed (then it writes nothing more).
+    ///
+    /// ```no_run
+    /// # fn example(writer: &cqrs_sql::write::Writer) {
+    /// if writer.is_closed() { /* connect again */ }
+    /// # }
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    /// [`apply`], with the statements this connection prepared before (see the type's example).
+    pub async fn apply(&mut self, changes: &[Change]) -> Result<Written, tokio_postgres::Error> {
+        let transaction = self.client.transaction().await?;
+        let written = write(&transaction, changes, &mut self.prepared).await?;
+        transaction.commit().await?;
+        Ok(written)
+    }
+}
 
 /// Writes `changes` in one transaction: all of them, or none.
 ///
@@ -119,6 +179,14 @@ pub async fn apply_in(
     transaction: &Transaction<'_>,
     changes: &[Change],
 ) -> Result<Written, tokio_postgres::Error> {
+    write(transaction, changes, &mut Prepared::new()).await
+}
+
+async fn write(
+    transaction: &Transaction<'_>,
+    changes: &[Change],
+    prepared: &mut Prepared,
+) -> Result<Written, tokio_postgres::Error> {
     // Each item's newest change of the batch; on a tie the later one.
     let mut newest: HashMap<(&str, &str), usize> = HashMap::new();
     for (at, change) in changes.iter().enumerate() {
@@ -139,17 +207,17 @@ pub async fn apply_in(
     };
 
     // Upserts by (table, the other place of their items).
-    let mut groups: Vec<(Destination, Vec<&Row>)> = Vec::new();
+    let mut groups: Vec<(Destination<'_>, Vec<&Row>)> = Vec::new();
     let mut removals = Vec::new();
     for at in kept {
         match &changes[at] {
             Change::Upsert(row) => {
                 let other = if row.table == GENERIC_TABLE {
-                    row.entity.clone()
+                    row.entity.as_deref()
                 } else {
-                    Some(GENERIC_TABLE.to_string())
+                    Some(GENERIC_TABLE)
                 };
-                let group = (row.table.clone(), other);
+                let group = (row.table.as_str(), other);
                 match groups.iter_mut().find(|(g, _)| *g == group) {
                     Some((_, rows)) => rows.push(row),
                     None => groups.push((group, vec![row])),
@@ -160,26 +228,28 @@ pub async fn apply_in(
                 pk,
                 sk,
                 version,
-            } => removals.push((table.clone(), pk.as_str(), sk.as_str(), *version)),
+            } => removals.push((table.as_deref(), pk.as_str(), sk.as_str(), *version)),
         }
     }
 
     for ((table, other), rows) in &groups {
-        let per_row = rows[0].values.len();
-        for chunk in rows.chunks((MAX_PARAMETERS / per_row).max(1)) {
-            let (sql, params) = upsert_statement(table, other.as_deref(), chunk);
-            let refs: Vec<&(dyn ToSql + Sync)> =
-                params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-            let rows_written = transaction.query(&sql, &refs).await?;
-            let (mut upserted, mut moved) = (0u64, 0u64);
-            if let Some(row) = rows_written.first() {
-                upserted = row.get::<_, i64>(0) as u64;
-                moved = row.get::<_, i64>(1) as u64;
+        let sql = upsert_statement(table, *other, &rows[0].columns, &rows[0].types);
+        let statement = match prepared.get(&sql) {
+            Some(statement) => statement.clone(),
+            None => {
+                let statement = transaction.prepare(&sql).await?;
+                prepared.insert(sql, statement.clone());
+                statement
             }
-            written.rows += upserted;
-            written.deleted += moved;
-            written.stale += chunk.len() as u64 - upserted;
-        }
+        };
+        let arrays = arrays(rows);
+        let params: Vec<&(dyn ToSql + Sync)> =
+            arrays.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        let answer = transaction.query_one(&statement, &params).await?;
+        let upserted = answer.get::<_, i64>(0) as u64;
+        written.rows += upserted;
+        written.deleted += answer.get::<_, i64>(1) as u64;
+        written.stale += rows.len() as u64 - upserted;
     }
     for (table, pk, sk, version) in removals {
         transaction
@@ -194,7 +264,7 @@ pub async fn apply_in(
             )
             .await?;
         let mut deleted = 0;
-        for table in table.iter().map(String::as_str).chain([GENERIC_TABLE]) {
+        for table in table.into_iter().chain([GENERIC_TABLE]) {
             deleted += transaction
                 .execute(
                     &format!(
@@ -213,38 +283,45 @@ pub async fn apply_in(
     Ok(written)
 }
 
-/// The `VALUES` tuples of `rows`, each value a parameter sent as text and cast to its column's type
-/// (`($1::text)::bigint`), and the parameters in order.
-pub(crate) fn values(rows: &[&Row]) -> (Vec<String>, Vec<Option<String>>) {
-    let mut params = Vec::with_capacity(rows.len() * rows[0].values.len());
-    let mut tuples = Vec::with_capacity(rows.len());
-    for row in rows {
-        let cells: Vec<String> = row
-            .values
-            .iter()
-            .zip(&row.types)
-            .map(|(value, ty)| {
-                params.push(value.clone());
-                format!("(${}::text)::{ty}", params.len())
-            })
-            .collect();
-        tuples.push(format!("({})", cells.join(", ")));
-    }
-    (tuples, params)
+/// The values of `rows` as one array per column (the parameters of [`unnest`]).
+pub(crate) fn arrays<'r>(rows: &[&'r Row]) -> Vec<Vec<Option<&'r str>>> {
+    (0..rows[0].values.len())
+        .map(|at| rows.iter().map(|row| row.values[at].as_deref()).collect())
+        .collect()
 }
 
-/// The statement that upserts `rows` into `table` (and deletes their older rows from `other`):
-/// it answers one row, (rows written, rows deleted).
+/// `SELECT` of rows given as one text array per column (`$1::text[]`, `$2::text[]`, ...), each
+/// column cast to its type and named as in its table.
+pub(crate) fn unnest(columns: &[String], types: &[String]) -> String {
+    let names: Vec<String> = columns.iter().map(|c| ident(c)).collect();
+    let casts: Vec<String> = names
+        .iter()
+        .zip(types)
+        .map(|(name, ty)| format!("u.{name}::{ty} AS {name}"))
+        .collect();
+    let arrays: Vec<String> = (1..=columns.len())
+        .map(|n| format!("${n}::text[]"))
+        .collect();
+    format!(
+        "SELECT {} FROM unnest({}) AS u ({})",
+        casts.join(", "),
+        arrays.join(", "),
+        names.join(", ")
+    )
+}
+
+/// The statement that upserts rows of `columns` into `table` (and deletes their older rows from
+/// `other`): it answers one row, (rows written, rows deleted).
 fn upsert_statement(
     table: &str,
     other: Option<&str>,
-    rows: &[&Row],
-) -> (String, Vec<Option<String>>) {
-    let columns: Vec<String> = rows[0].columns.iter().map(|c| ident(c)).collect();
-    let (tuples, params) = values(rows);
+    columns: &[String],
+    types: &[String],
+) -> String {
+    let names: Vec<String> = columns.iter().map(|c| ident(c)).collect();
     let target = ident(table);
-    let list = columns.join(", ");
-    let updates: Vec<String> = columns
+    let list = names.join(", ");
+    let updates: Vec<String> = names
         .iter()
         .filter(|c| *c != "\"pk\"" && *c != "\"sk\"")
         .map(|c| format!("{c} = excluded.{c}"))
@@ -273,14 +350,13 @@ fn upsert_statement(
             format!(" WHERE {not_removed}"),
         ),
     };
-    let sql = format!(
-        "WITH v ({list}) AS (VALUES {tuples}){moved}, \
+    format!(
+        "WITH v AS ({rows}){moved}, \
          written AS (INSERT INTO {target} ({list}) SELECT {list} FROM v{newer_elsewhere} \
          ON CONFLICT (\"pk\", \"sk\") DO UPDATE SET {updates}, \"synced_at\" = now() \
          WHERE {target}.\"version\" < excluded.\"version\" RETURNING 1) \
          SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM moved)",
-        tuples = tuples.join(", "),
+        rows = unnest(columns, types),
         updates = updates.join(", "),
-    );
-    (sql, params)
+    )
 }

@@ -11,7 +11,7 @@ use cqrs_sql::{
     migrate,
     rows::row,
     schema::Schema,
-    write::{Change, Written, apply},
+    write::{Change, Writer, Written, apply},
 };
 use tokio_postgres::{Client, NoTls};
 
@@ -201,6 +201,63 @@ async fn writes_are_newest_wins_under_duplicates_replays_and_reordering() {
     assert_eq!(
         state(&client, "L1").await,
         (Some((4, "returned".into())), None)
+    );
+}
+
+/// The upserts this session has prepared (`pg_prepared_statements`), by the table they write.
+async fn prepared_upserts(client: &Client) -> Vec<String> {
+    let mut tables = Vec::new();
+    for message in client
+        .simple_query(
+            "SELECT substring(statement FROM 'INSERT INTO \"([a-z_]+)\"') FROM pg_prepared_statements \
+             WHERE statement LIKE 'WITH v AS%' ORDER BY 1",
+        )
+        .await
+        .unwrap()
+    {
+        if let tokio_postgres::SimpleQueryMessage::Row(row) = message {
+            tables.push(row.get(0).unwrap().to_string());
+        }
+    }
+    tables
+}
+
+#[tokio::test]
+async fn a_writer_prepares_each_tables_statement_once_whatever_the_batch_size() {
+    let (pg, _client) = migrated("prepared").await;
+    let mut writer = Writer::new(pg.connect().await);
+    // 1 row, then 40, then 3,000 (its 25 values a row are 75,000, more than PostgreSQL's 65,535
+    // parameters of a statement: the values travel as one array a column), then a version that
+    // does not fit its entity (the generic table's statement).
+    let mut next = 0;
+    for size in [1, 40, 3_000] {
+        let batch: Vec<Change> = (next..next + size)
+            .map(|n| upsert(&loan(&format!("L{n:05}"), 1, "out")))
+            .collect();
+        next += size;
+        let written = writer.apply(&batch).await.unwrap();
+        assert_eq!(written.rows, size as u64);
+        assert_eq!(prepared_upserts(writer.client()).await, ["loan"]);
+    }
+    writer
+        .apply(&[upsert(&loan("L00000", 2, "lost"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        prepared_upserts(writer.client()).await,
+        ["cqrs_items", "loan"]
+    );
+    let client = writer.client();
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM loan", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 3_040, "every row of every batch, less the moved one");
+    assert_eq!(state(client, "L00000").await, (None, Some(2)));
+    assert_eq!(
+        state(client, "L02999").await,
+        (Some((1, "out".into())), None)
     );
 }
 
