@@ -4,9 +4,10 @@
 //! newest state of each item, in per-item order), so a slow or failing database never stalls or
 //! slows data-sync, whose mapping reads the command table's stream.
 //!
-//! One batch is one transaction ([`cqrs_sql::write::apply`]): every `INSERT` and `MODIFY` an
-//! idempotent, newest-wins upsert of the item's row, every `REMOVE` (the item expired) a delete at
-//! that version. When the transaction fails (the database is down, restarting, refusing), the whole
+//! One batch is one transaction ([`cqrs_sql::write::Writer::apply_pipelined`]): every `INSERT` and
+//! `MODIFY` an idempotent, newest-wins upsert of the item's row, every `REMOVE` (the item expired) a
+//! delete at that version. The batch goes in a few statements ([`chunks`]): the next chunk's records
+//! are converted while PostgreSQL writes the one before. When the transaction fails (the database is down, restarting, refusing), the whole
 //! batch is reported in `batchItemFailures` from its first record, and Lambda retries it, bisects
 //! it, and after its retries sends it to the on-failure destination; the connection is opened again
 //! on the next invocation. A record that is not an item of the data table (an image that does not
@@ -78,13 +79,19 @@ fn change_taking(rows: &Rows, record: &mut EventRecord) -> Result<Change, String
         Item::from_image(std::mem::take(image))
             .map_err(|e| format!("the image is not an item: {e}"))
     };
+    // What is not read is freed now too (while PostgreSQL writes the chunk before), not with the
+    // whole event after the commit.
+    let change = &mut record.change;
+    drop(std::mem::take(&mut change.keys));
     match event_name {
         "INSERT" | "MODIFY" => {
-            let item = image(&mut record.change.new_image)?;
+            drop(std::mem::take(&mut change.old_image));
+            let item = image(&mut change.new_image)?;
             Ok(Change::Upsert(rows.row(item)))
         }
         "REMOVE" => {
-            let item = image(&mut record.change.old_image)?;
+            drop(std::mem::take(&mut change.new_image));
+            let item = image(&mut change.old_image)?;
             Ok(Change::Remove {
                 table: rows
                     .model()
@@ -181,32 +188,37 @@ impl SqlSync {
     /// # }
     /// ```
     pub async fn handle(&self, mut event: Event) -> DynamoDbEventResponse {
-        let mut changes = Vec::with_capacity(event.records.len());
+        let records = event.records.len();
+        let result = {
+            let changes = event
+                .records
+                .iter_mut()
+                .enumerate()
+                .map(|(at, record)| change_taking(&self.rows, record).map_err(|e| (at, e)));
+            let (first, most) = chunks(records);
+            self.write(changes, first, most).await
+        };
         let mut failed_at = None;
-        for (at, record) in event.records.iter_mut().enumerate() {
-            match change_taking(&self.rows, record) {
-                Ok(change) => changes.push(change),
-                Err(reason) => {
+        match result {
+            Ok((written, stopped)) => {
+                tracing::info!(
+                    records,
+                    rows = written.rows,
+                    deleted = written.deleted,
+                    stale = written.stale,
+                    "batch written"
+                );
+                if let Some((at, reason)) = stopped {
                     tracing::error!(
-                        sequence_number = record.change.sequence_number.as_deref(),
+                        sequence_number = event.records[at].change.sequence_number.as_deref(),
                         reason,
                         "a record of the data table's stream is not an item: reported, not written"
                     );
                     failed_at = Some(at);
-                    break;
                 }
             }
-        }
-        match self.write(&changes).await {
-            Ok(written) => tracing::info!(
-                records = event.records.len(),
-                rows = written.rows,
-                deleted = written.deleted,
-                stale = written.stale,
-                "batch written"
-            ),
             Err(error) => {
-                tracing::error!(%error, records = event.records.len(), "the batch was not written; it is retried");
+                tracing::error!(%error, records, "the batch was not written; it is retried");
                 failed_at = Some(0);
             }
         }
@@ -221,16 +233,21 @@ impl SqlSync {
         response
     }
 
-    async fn write(&self, changes: &[Change]) -> Result<Written, SyncError> {
-        if changes.is_empty() {
-            return Ok(Written::default());
-        }
+    /// Writes what `changes` yields in one transaction, converting the next chunk of records while
+    /// PostgreSQL writes the one before ([`Writer::apply_pipelined`]); the connection is opened
+    /// again after a failure.
+    async fn write<E>(
+        &self,
+        changes: impl Iterator<Item = Result<Change, E>>,
+        first: usize,
+        most: usize,
+    ) -> Result<(Written, Option<E>), SyncError> {
         let mut slot = self.writer.lock().await;
         if slot.as_ref().is_none_or(Writer::is_closed) {
             *slot = Some(self.connect().await?);
         }
         let writer = slot.as_mut().expect("connected");
-        let result = writer.apply(changes).await;
+        let result = writer.apply_pipelined(changes, first, most).await;
         if result.is_err() {
             // A fresh connection next time: this one may be broken.
             *slot = None;
@@ -238,6 +255,30 @@ impl SqlSync {
         Ok(result?)
     }
 }
+
+/// How many records of a batch of `records` one statement writes: `(first, most)` for
+/// [`Writer::apply_pipelined`]. The first chunk is small ([`MIN_CHUNK`]), so that PostgreSQL starts
+/// early; the next ones double, up to a quarter of the batch ([`PIPELINE_DEPTH`]), so that
+/// converting one chunk overlaps PostgreSQL writing the one before, and never fewer than
+/// [`MIN_CHUNK`] (a statement's own cost, spread over too few rows, would cost more than the
+/// overlap saves). Chosen by measurement (`make bench`, BENCHMARKS.md section 3b).
+///
+/// ```
+/// assert_eq!(cqrs_sql_sync::chunks(1_000), (50, 250));
+/// assert_eq!(cqrs_sql_sync::chunks(100), (50, 50));
+/// assert_eq!(cqrs_sql_sync::chunks(10), (10, 10));
+/// ```
+pub fn chunks(records: usize) -> (usize, usize) {
+    let records = records.max(1);
+    let most = records.div_ceil(PIPELINE_DEPTH).max(MIN_CHUNK).min(records);
+    (MIN_CHUNK.min(records), most)
+}
+
+/// Into how many chunks, at least, [`chunks`] cuts a large batch.
+pub const PIPELINE_DEPTH: usize = 4;
+
+/// The fewest records [`chunks`] puts in a statement (and the first chunk's size).
+pub const MIN_CHUNK: usize = 50;
 
 /// The function's `main`: the model's text, the service's migrations (applied at cold start), the
 /// database its environment names ([`Database::from_env`]: `SQL_URL` locally, an RDS Proxy with

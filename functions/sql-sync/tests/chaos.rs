@@ -139,13 +139,13 @@ async fn postgres_ends_equal_to_the_data_table_under_duplicates_replays_reorderi
         .unwrap();
     tokio::spawn(connection);
 
-    // The data table's history: 40 loans, 1 to 6 versions each; some versions do not fit the model
+    // The data table's history: 160 loans, 1 to 6 versions each; some versions do not fit the model
     // (status "lost"); some loans expire (REMOVE of their last state).
     let mut streams: Vec<Vec<EventRecord>> = Vec::new();
     let mut expected: BTreeMap<String, Option<(i64, bool)>> = BTreeMap::new();
     let mut sequence = 0u64;
-    for n in 0..40 {
-        let id = format!("L{n:02}");
+    for n in 0..160 {
+        let id = format!("L{n:03}");
         let versions = 1 + rng.below(6) as i64;
         let mut records = Vec::new();
         let mut last = None;
@@ -190,7 +190,13 @@ async fn postgres_ends_equal_to_the_data_table_under_duplicates_replays_reorderi
         let mut delivered: Vec<Vec<EventRecord>> = Vec::new();
         let mut at = 0;
         while at < shard.len() {
-            let size = 1 + rng.below(12) as usize;
+            // Mostly small batches; some large enough to go in several pipelined statements
+            // (cqrs_sql_sync::chunks: 50, then up to a quarter of the batch).
+            let size = if rng.chance(20) {
+                51 + rng.below(150) as usize
+            } else {
+                1 + rng.below(12) as usize
+            };
             let batch = shard[at..(at + size).min(shard.len())].to_vec();
             at += batch.len();
             if rng.chance(15) {

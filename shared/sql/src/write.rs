@@ -20,6 +20,8 @@
 //! each time, parsed, analysed and planned in proportion to the batch.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::task::Poll;
 
 use tokio_postgres::{Client, Statement, Transaction, types::ToSql};
 
@@ -144,6 +146,98 @@ impl Writer {
         let written = write(&transaction, changes, &mut self.prepared).await?;
         transaction.commit().await?;
         Ok(written)
+    }
+
+    /// Writes the changes `changes` yields in one transaction, a chunk of them a statement, and
+    /// takes the next chunk from `changes` while PostgreSQL writes the one before: the work the
+    /// iterator does (a consumer converting stream records as it yields them) overlaps the
+    /// database's, and the first chunk's overlaps the `BEGIN`. The first chunk has `first`
+    /// changes, so that PostgreSQL starts early; each next one twice as many, up to `most`. Each
+    /// chunk is written as [`apply`] writes a batch; across chunks, newest-wins by version keeps
+    /// the same result as one statement.
+    ///
+    /// It stops at the first `Err` the iterator yields: the changes before it are written and
+    /// committed, and the error comes back beside what was written. A database error rolls the
+    /// whole transaction back.
+    ///
+    /// ```no_run
+    /// # async fn example(mut writer: cqrs_sql::write::Writer, rows: Vec<cqrs_sql::rows::Row>) {
+    /// use cqrs_sql::write::Change;
+    /// let changes = rows.into_iter().map(|row| Ok::<_, String>(Change::Upsert(row)));
+    /// let (written, stopped) = writer.apply_pipelined(changes, 50, 250).await.unwrap();
+    /// assert!(stopped.is_none());
+    /// println!("{} rows written", written.rows);
+    /// # }
+    /// ```
+    pub async fn apply_pipelined<E>(
+        &mut self,
+        changes: impl Iterator<Item = Result<Change, E>>,
+        first: usize,
+        most: usize,
+    ) -> Result<(Written, Option<E>), tokio_postgres::Error> {
+        let most = most.max(1);
+        let mut chunk = first.clamp(1, most);
+        let mut changes = changes;
+        let mut stopped = None;
+        let mut take = |stopped: &mut Option<E>| {
+            let mut out = Vec::with_capacity(chunk);
+            if stopped.is_none() {
+                for change in changes.by_ref() {
+                    match change {
+                        Ok(change) => out.push(change),
+                        Err(error) => {
+                            *stopped = Some(error);
+                            break;
+                        }
+                    }
+                    if out.len() == chunk {
+                        break;
+                    }
+                }
+            }
+            chunk = (chunk * 2).min(most);
+            out
+        };
+        let mut total = Written::default();
+        let (transaction, mut current) = {
+            // BEGIN goes out while the first chunk is made.
+            let mut beginning = std::pin::pin!(self.client.transaction());
+            match std::future::poll_fn(|cx| Poll::Ready(beginning.as_mut().poll(cx))).await {
+                Poll::Ready(transaction) => (transaction?, take(&mut stopped)),
+                Poll::Pending => {
+                    tokio::task::yield_now().await;
+                    let current = take(&mut stopped);
+                    (beginning.await?, current)
+                }
+            }
+        };
+        let mut written_before: Vec<Change> = Vec::new();
+        while !current.is_empty() {
+            let next;
+            {
+                let mut writing = std::pin::pin!(write(&transaction, &current, &mut self.prepared));
+                // Start the chunk: its first statement goes to the connection, which puts it on
+                // the wire when this task yields; then free the chunk before and make the next
+                // one while PostgreSQL writes this one.
+                let started =
+                    std::future::poll_fn(|cx| Poll::Ready(writing.as_mut().poll(cx))).await;
+                if started.is_pending() {
+                    tokio::task::yield_now().await;
+                }
+                drop(std::mem::take(&mut written_before));
+                next = take(&mut stopped);
+                let written = match started {
+                    Poll::Ready(written) => written?,
+                    Poll::Pending => writing.await?,
+                };
+                total.rows += written.rows;
+                total.deleted += written.deleted;
+                total.stale += written.stale;
+            }
+            written_before = std::mem::replace(&mut current, next);
+        }
+        transaction.commit().await?;
+        Ok((total, stopped))
     }
 }
 
@@ -331,12 +425,28 @@ fn upsert_statement(
          AND r.\"version\" >= v.\"version\")",
         ident(REMOVED_TABLE)
     );
+    // Each place reads the arrays itself (a subquery, not a CTE both read: that would be
+    // materialised, every row written out and read back); the deletion reads only the keys and
+    // the version.
+    let position = |name: &str| {
+        columns
+            .iter()
+            .position(|c| c == name)
+            .map_or(0, |at| at + 1)
+    };
+    let keys = format!(
+        "(SELECT u.\"pk\", u.\"sk\", u.\"version\"::bigint AS \"version\" FROM \
+         unnest(${}::text[], ${}::text[], ${}::text[]) AS u (\"pk\", \"sk\", \"version\")) AS v",
+        position("pk"),
+        position("sk"),
+        position("version")
+    );
     let (moved, newer_elsewhere) = match other {
         Some(other) => {
             let other = ident(other);
             (
                 format!(
-                    ", moved AS (DELETE FROM {other} o USING v WHERE o.\"pk\" = v.\"pk\" AND o.\"sk\" = v.\"sk\" \
+                    "moved AS (DELETE FROM {other} o USING {keys} WHERE o.\"pk\" = v.\"pk\" AND o.\"sk\" = v.\"sk\" \
                      AND o.\"version\" < v.\"version\" RETURNING 1)"
                 ),
                 format!(
@@ -346,13 +456,13 @@ fn upsert_statement(
             )
         }
         None => (
-            ", moved AS (SELECT 1 WHERE false)".to_string(),
+            "moved AS (SELECT 1 WHERE false)".to_string(),
             format!(" WHERE {not_removed}"),
         ),
     };
     format!(
-        "WITH v AS ({rows}){moved}, \
-         written AS (INSERT INTO {target} ({list}) SELECT {list} FROM v{newer_elsewhere} \
+        "WITH {moved}, \
+         written AS (INSERT INTO {target} ({list}) SELECT {list} FROM ({rows}) AS v{newer_elsewhere} \
          ON CONFLICT (\"pk\", \"sk\") DO UPDATE SET {updates}, \"synced_at\" = now() \
          WHERE {target}.\"version\" < excluded.\"version\" RETURNING 1) \
          SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM moved)",

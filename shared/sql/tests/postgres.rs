@@ -210,7 +210,7 @@ async fn prepared_upserts(client: &Client) -> Vec<String> {
     for message in client
         .simple_query(
             "SELECT substring(statement FROM 'INSERT INTO \"([a-z_]+)\"') FROM pg_prepared_statements \
-             WHERE statement LIKE 'WITH v AS%' ORDER BY 1",
+             WHERE statement LIKE 'WITH moved AS%' ORDER BY 1",
         )
         .await
         .unwrap()
@@ -259,6 +259,57 @@ async fn a_writer_prepares_each_tables_statement_once_whatever_the_batch_size() 
         state(client, "L02999").await,
         (Some((1, "out".into())), None)
     );
+}
+
+#[tokio::test]
+async fn a_pipelined_batch_is_newest_wins_across_chunks_stops_at_a_bad_record_and_is_one_transaction()
+ {
+    let (pg, client) = migrated("pipelined").await;
+    let mut writer = Writer::new(pg.connect().await);
+    // Chunks of 2: [L1 v3, L2 v1], [L1 v2 (a replay), L2 v2], [L3 v1], then a record that does not
+    // convert; L4 after it is never taken.
+    let pulled = std::cell::Cell::new(0);
+    let changes = [
+        Ok(upsert(&loan("L1", 3, "out"))),
+        Ok(upsert(&loan("L2", 1, "out"))),
+        Ok(upsert(&loan("L1", 2, "returned"))),
+        Ok(upsert(&loan("L2", 2, "returned"))),
+        Ok(upsert(&loan("L3", 1, "out"))),
+        Err("record 5 is not an item"),
+        Ok(upsert(&loan("L4", 1, "out"))),
+    ]
+    .into_iter()
+    .inspect(|_| pulled.set(pulled.get() + 1));
+    let (written, stopped) = writer.apply_pipelined(changes, 2, 2).await.unwrap();
+    assert_eq!(stopped, Some("record 5 is not an item"));
+    assert_eq!(pulled.get(), 6, "nothing is taken after the bad record");
+    assert_eq!((written.rows, written.stale), (4, 1));
+    assert_eq!(state(&client, "L1").await, (Some((3, "out".into())), None));
+    assert_eq!(
+        state(&client, "L2").await,
+        (Some((2, "returned".into())), None)
+    );
+    assert_eq!(state(&client, "L3").await, (Some((1, "out".into())), None));
+    assert_eq!(state(&client, "L4").await, (None, None));
+
+    // A chunk PostgreSQL refuses (a version that is not a number) rolls back the chunks before it.
+    let mut refused = upsert(&loan("L6", 1, "out"));
+    if let Change::Upsert(row) = &mut refused {
+        let at = row.columns.iter().position(|c| c == "version").unwrap();
+        row.values[at] = Some("one".into());
+    }
+    let changes = [
+        Ok::<_, String>(upsert(&loan("L5", 1, "out"))),
+        Ok(upsert(&loan("L1", 9, "out"))),
+        Ok(refused),
+    ];
+    let error = writer
+        .apply_pipelined(changes.into_iter(), 1, 2)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("db error"), "{error}");
+    assert_eq!(state(&client, "L5").await, (None, None));
+    assert_eq!(state(&client, "L1").await, (Some((3, "out".into())), None));
 }
 
 #[tokio::test]
