@@ -593,14 +593,17 @@ def _projection_section(r: dict) -> str:
 
 def _sql_batch_size() -> Optional[int]:
     """The BatchSize of sql-sync's mapping in template.yaml (the data table's stream), if found."""
-    import re
     template = Path(__file__).resolve().parent.parent / "template.yaml"
     try:
         text = template.read_text()
     except OSError:
         return None
-    found = re.search(r"Stream: !GetAtt DataTable\.StreamArn(?:\n(?!\s*\w+:\s*\n\s*Type:).*)*?\n\s*BatchSize: (\d+)", text)
-    return int(found.group(1)) if found else None
+    # The mapping's properties follow its Stream line; the first BatchSize after it is its own.
+    _, stream, after = text.partition("Stream: !GetAtt DataTable.StreamArn")
+    for line in after.splitlines() if stream else []:
+        if line.strip().startswith("BatchSize:"):
+            return int(line.split(":", 1)[1])
+    return None
 
 
 def _sql_section(r: dict) -> str:

@@ -6,7 +6,7 @@
 //! - **sql-sync**: prepared stream events (`INSERT` of version 1 of every item, then `MODIFY` to
 //!   version 2), handed to `handle` batch by batch: each record's image converted into an item and
 //!   a row, the batch's changes deduplicated, one transaction per batch with the generic-table and
-//!   removal checks ([`cqrs_sql::write::apply`]).
+//!   removal checks, in a few pipelined statements ([`cqrs_sql::write::Writer::apply_pipelined`]).
 //! - **the floor**: the same rows, computed before the clock starts, written batch by batch in one
 //!   transaction each with the plain statement a hand-written consumer would use, in its faster
 //!   form: `INSERT INTO t (...) SELECT ... FROM unnest($1::text[], ...) ON CONFLICT (pk, sk) DO
@@ -54,7 +54,8 @@ attributes.renewed = { type = "boolean" }
 
 /// Lambda's limit on an invocation's payload.
 const PAYLOAD_LIMIT: usize = 6 * 1024 * 1024;
-/// The most PostgreSQL parameters one floor statement binds (as sql-sync: PostgreSQL allows 65,535).
+/// The most PostgreSQL parameters one statement of the `VALUES` floor binds (PostgreSQL allows
+/// 65,535).
 const MAX_PARAMETERS: usize = 30_000;
 
 fn env_usize(name: &str, default: usize) -> usize {

@@ -7,10 +7,10 @@
 //! One batch is one transaction ([`cqrs_sql::write::Writer::apply_pipelined`]): every `INSERT` and
 //! `MODIFY` an idempotent, newest-wins upsert of the item's row, every `REMOVE` (the item expired) a
 //! delete at that version. The batch goes in a few statements ([`chunks`]): the next chunk's records
-//! are converted while PostgreSQL writes the one before. When the transaction fails (the database is down, restarting, refusing), the whole
-//! batch is reported in `batchItemFailures` from its first record, and Lambda retries it, bisects
-//! it, and after its retries sends it to the on-failure destination; the connection is opened again
-//! on the next invocation. A record that is not an item of the data table (an image that does not
+//! are converted while PostgreSQL writes the one before. When the transaction fails (the database
+//! is down, restarting, refusing), the whole batch is reported in `batchItemFailures` from its
+//! first record, and Lambda retries it, bisects it, and after its retries sends it to the
+//! on-failure destination; the connection is opened again on the next invocation. A record that is not an item of the data table (an image that does not
 //! convert) is reported from its position, after the records before it were written: retried, then
 //! isolated by bisection and sent to the on-failure destination with nothing after it lost.
 //!

@@ -21,6 +21,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::task::Poll;
 
 use tokio_postgres::{Client, Statement, Transaction, types::ToSql};
@@ -202,34 +203,20 @@ impl Writer {
         let (transaction, mut current) = {
             // BEGIN goes out while the first chunk is made.
             let mut beginning = std::pin::pin!(self.client.transaction());
-            match std::future::poll_fn(|cx| Poll::Ready(beginning.as_mut().poll(cx))).await {
-                Poll::Ready(transaction) => (transaction?, take(&mut stopped)),
-                Poll::Pending => {
-                    tokio::task::yield_now().await;
-                    let current = take(&mut stopped);
-                    (beginning.await?, current)
-                }
-            }
+            let started = start(beginning.as_mut()).await;
+            let current = take(&mut stopped);
+            (finish(started, beginning).await?, current)
         };
         let mut written_before: Vec<Change> = Vec::new();
         while !current.is_empty() {
             let next;
             {
                 let mut writing = std::pin::pin!(write(&transaction, &current, &mut self.prepared));
-                // Start the chunk: its first statement goes to the connection, which puts it on
-                // the wire when this task yields; then free the chunk before and make the next
-                // one while PostgreSQL writes this one.
-                let started =
-                    std::future::poll_fn(|cx| Poll::Ready(writing.as_mut().poll(cx))).await;
-                if started.is_pending() {
-                    tokio::task::yield_now().await;
-                }
+                // Free the chunk before and make the next one while PostgreSQL writes this one.
+                let started = start(writing.as_mut()).await;
                 drop(std::mem::take(&mut written_before));
                 next = take(&mut stopped);
-                let written = match started {
-                    Poll::Ready(written) => written?,
-                    Poll::Pending => writing.await?,
-                };
+                let written = finish(started, writing).await?;
                 total.rows += written.rows;
                 total.deleted += written.deleted;
                 total.stale += written.stale;
@@ -238,6 +225,24 @@ impl Writer {
         }
         transaction.commit().await?;
         Ok((total, stopped))
+    }
+}
+
+/// Polls `future` once, so that its first request goes to the connection, and yields once, so that
+/// the connection's task puts it on the wire: the caller can then work while the server does.
+async fn start<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
+    let started = std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
+    if started.is_pending() {
+        tokio::task::yield_now().await;
+    }
+    started
+}
+
+/// What a future [`start`] started gives, once it is done.
+async fn finish<F: Future>(started: Poll<F::Output>, future: Pin<&mut F>) -> F::Output {
+    match started {
+        Poll::Ready(output) => output,
+        Poll::Pending => future.await,
     }
 }
 
@@ -429,10 +434,10 @@ fn upsert_statement(
     // materialised, every row written out and read back); the deletion reads only the keys and
     // the version.
     let position = |name: &str| {
-        columns
+        1 + columns
             .iter()
             .position(|c| c == name)
-            .map_or(0, |at| at + 1)
+            .expect("every row has the envelope's columns")
     };
     let keys = format!(
         "(SELECT u.\"pk\", u.\"sk\", u.\"version\"::bigint AS \"version\" FROM \
