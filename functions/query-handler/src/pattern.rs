@@ -481,6 +481,17 @@ fn keep(
         stats.stale += 1;
         return None;
     }
+    // A bound inside a bucket (`before=2024-01-15T00:00:00Z` on `{at:month}`): the keys kept the
+    // whole bucket, the item's own timestamp decides.
+    let attributes = cqrs_item::entity::EntityAttributes::of(&item.attributes);
+    let view = cqrs_model::ItemView {
+        tenant: &item.tenant_code,
+        created_at: &item.created_at,
+        attributes: &attributes,
+    };
+    if !plan.admits_values(entity, &view) {
+        return None;
+    }
     if item.is_deleted && !include_deleted || live_at.is_some_and(|now| item.is_expired(now)) {
         return None;
     }

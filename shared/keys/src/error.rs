@@ -56,6 +56,20 @@ pub enum KeyError {
         code: u32,
     },
 
+    /// A component contains U+10FFFF, the highest code point. A read of every key that begins
+    /// with a prefix ends at `prefix + U+10FFFF` (DynamoDB has no "begins with" that takes a lower
+    /// bound too), so a key whose next character is U+10FFFF would sort after that end and be
+    /// missed: no key takes it. (It is a Unicode noncharacter, never in interchanged text.)
+    #[error(
+        "{part} {value:?} contains U+10FFFF, the highest code point, which ends key ranges: no key may hold it"
+    )]
+    HighestCodePoint {
+        /// Which component.
+        part: String,
+        /// The component's value.
+        value: String,
+    },
+
     /// A partition key is longer than
     /// [`MAX_PARTITION_KEY_BYTES`](crate::MAX_PARTITION_KEY_BYTES).
     #[error(

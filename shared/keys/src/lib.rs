@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `#` ([`KEY_SEPARATOR`]) joins components; `@` ([`VER_SEPARATOR`])
-//! introduces a version. Neither may appear inside a component.
+//! introduces a version. Neither may appear inside a component, nor may U+10FFFF, the end of
+//! every range read of the keys that begin with a prefix ([`KeyError::HighestCodePoint`]).
 //!
 //! # Entity keys are declared, not coded
 //!

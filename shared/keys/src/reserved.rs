@@ -33,12 +33,22 @@ use crate::validate::{check_component, check_pk_len, join};
 pub const CHANGE_LOG_PK_PREFIX: &str = "CQRS_CHANGE_LOG";
 
 /// Every partition prefix the framework keeps for its own rows: an entity's `pk` template may not
-/// start with one of them (the model check refuses it).
+/// start with one of them (the model check refuses it), a command may not write under one, and
+/// the query handler serves none of them but the change log's (read entry by entry, each as the
+/// reader may see the item it logs): the change log's, and `HEAD` and `HEADS`, the heads
+/// (`HEAD#pk@sk`, [`head_key`](crate::head_key)) and the heads state
+/// ([`HEADS_STATE_KEY`](crate::HEADS_STATE_KEY)), kept in the idempotency table.
 ///
 /// ```
 /// assert!(cqrs_keys::RESERVED_PK_PREFIXES.contains(&cqrs_keys::CHANGE_LOG_PK_PREFIX));
+/// assert_eq!(cqrs_keys::reserved_prefix(cqrs_keys::HEADS_STATE_KEY), Some("HEADS"));
+/// assert_eq!(cqrs_keys::reserved_prefix(&cqrs_keys::head_key("PRODUCT#t1", "P1")), Some("HEAD"));
 /// ```
-pub const RESERVED_PK_PREFIXES: &[&str] = &[CHANGE_LOG_PK_PREFIX];
+pub const RESERVED_PK_PREFIXES: &[&str] = &[
+    CHANGE_LOG_PK_PREFIX,
+    crate::helpers::HEAD_KEY_PREFIX,
+    "HEADS",
+];
 
 /// The reserved prefix `pk` starts with (its first `#`-separated segment), if any.
 ///

@@ -5,10 +5,12 @@
 //!
 //! * a **component** (tenant, prefix, id, ...) is non-empty and contains
 //!   neither `#` nor `@` nor a control character (Unicode Cc: U+0000 to
-//!   U+001F and U+007F to U+009F). Everything else, spaces and non-ASCII
-//!   letters included, is allowed: DynamoDB accepts any UTF-8, and
-//!   normalising (e.g. lower-casing tenant codes) is the caller's policy, not
-//!   the key layer's;
+//!   U+001F and U+007F to U+009F) nor U+10FFFF, the highest code point, which
+//!   ends every range read of the keys that begin with a prefix
+//!   (`prefix + U+10FFFF`; a key holding it there would sort past that end).
+//!   Everything else, spaces and non-ASCII letters included, is allowed:
+//!   DynamoDB accepts any UTF-8, and normalising (e.g. lower-casing tenant
+//!   codes) is the caller's policy, not the key layer's;
 //! * a **base sort key** is components joined by `#`: no empty segment, no
 //!   `@` (the version is added later with
 //!   [`add_sort_key_version`](crate::add_sort_key_version)), at most
@@ -30,7 +32,7 @@ use crate::constants::{
 };
 use crate::error::{KeyError, head};
 
-/// Checks one key component: non-empty, no `#`, no `@`, no control character.
+/// Checks one key component: non-empty, no `#`, no `@`, no control character, no U+10FFFF.
 ///
 /// `part` names the component in the error.
 ///
@@ -38,6 +40,10 @@ use crate::error::{KeyError, head};
 /// use cqrs_keys::{validate_component, KeyError};
 ///
 /// assert!(validate_component("tenant", "tenant001").is_ok());
+/// assert_eq!(
+///     validate_component("id", "a\u{10FFFF}"),
+///     Err(KeyError::HighestCodePoint { part: "id".into(), value: "a\u{10FFFF}".into() })
+/// );
 /// assert_eq!(
 ///     validate_component("tenant", "a#b"),
 ///     Err(KeyError::SeparatorInComponent {
@@ -52,7 +58,7 @@ pub fn validate_component(part: &str, value: &str) -> Result<(), KeyError> {
 }
 
 /// Checks a partition key: `PREFIX#TENANT[#more]`, every segment non-empty,
-/// no `@`, no control character, at most [`MAX_PARTITION_KEY_BYTES`] bytes.
+/// no `@`, no control character, no U+10FFFF, at most [`MAX_PARTITION_KEY_BYTES`] bytes.
 ///
 /// ```
 /// use cqrs_keys::{validate_partition_key, KeyError};
@@ -99,7 +105,7 @@ pub fn validate_partition_key(pk: &str) -> Result<(), KeyError> {
 }
 
 /// Checks a base sort key (one without a version): components joined by `#`,
-/// no empty segment, no `@`, no control character, at most
+/// no empty segment, no `@`, no control character, no U+10FFFF, at most
 /// [`MAX_BASE_SORT_KEY_BYTES`] bytes.
 ///
 /// ```
@@ -207,11 +213,12 @@ pub(crate) fn check_path(part: &dyn Display, value: &str) -> Result<(), KeyError
     Ok(())
 }
 
-/// Refuses `@`, control characters and (when `refuse_hash`) `#`.
+/// Refuses `@`, control characters, U+10FFFF and (when `refuse_hash`) `#`.
 ///
-/// Works on bytes: the separators and the C0 controls (and DEL) are single bytes in UTF-8, and the
-/// C1 controls (U+0080 to U+009F) are `0xC2` followed by `0x80..=0x9F`; a `0xC2` byte in valid UTF-8
-/// is always the lead byte of a two-byte character, so no character is misread.
+/// Works on bytes: the separators and the C0 controls (and DEL) are single bytes in UTF-8, the
+/// C1 controls (U+0080 to U+009F) are `0xC2` followed by `0x80..=0x9F`, and U+10FFFF is
+/// `F4 8F BF BF`; a `0xC2` or `0xF4` byte in valid UTF-8 is always the lead byte of a character,
+/// so no character is misread.
 fn check_chars(part: &dyn Display, value: &str, refuse_hash: bool) -> Result<(), KeyError> {
     let bytes = value.as_bytes();
     let (ver, key) = (VER_SEPARATOR as u8, KEY_SEPARATOR as u8);
@@ -236,6 +243,12 @@ fn check_chars(part: &dyn Display, value: &str, refuse_hash: bool) -> Result<(),
                 part: part.to_string(),
                 value: value.into(),
                 code,
+            });
+        }
+        if b == 0xF4 && bytes.get(i + 1..i + 4) == Some(&[0x8F, 0xBF, 0xBF]) {
+            return Err(KeyError::HighestCodePoint {
+                part: part.to_string(),
+                value: value.into(),
             });
         }
     }

@@ -81,3 +81,56 @@ fn invalid_shard_count() {
         "shard count must be at least 1, got 0"
     );
 }
+
+/// U+10FFFF is the end of every key range (`prefix + U+10FFFF`): a component holding it would sort
+/// after that end, so no key takes it (issue 36, item 7).
+#[test]
+fn the_highest_code_point_is_refused_in_keys() {
+    let max = '\u{10FFFF}';
+    for value in [
+        format!("{max}"),
+        format!("a{max}"),
+        format!("{max}b"),
+        format!("é{max}東"),
+    ] {
+        assert_eq!(
+            validate_component("part", &value),
+            Err(KeyError::HighestCodePoint {
+                part: "part".into(),
+                value: value.clone()
+            }),
+            "component {value:?}"
+        );
+        assert!(
+            validate_component("part", &value)
+                .unwrap_err()
+                .to_string()
+                .contains("U+10FFFF"),
+            "the message names the character"
+        );
+        assert!(
+            validate_sort_key(&format!("A#{value}")).is_err(),
+            "sort key A#{value:?} accepted"
+        );
+        assert!(
+            validate_partition_key(&format!("P#{value}")).is_err(),
+            "partition key P#{value:?} accepted"
+        );
+        assert!(
+            entity_key("USER", &value).is_err(),
+            "entity id {value:?} accepted"
+        );
+        assert!(
+            composite_key(&["A", &value]).is_err(),
+            "composite part {value:?} accepted"
+        );
+    }
+    // Its neighbours are ordinary characters.
+    for ok in ['\u{10FFFE}', '\u{FFFF}', '\u{F0000}'] {
+        assert!(
+            validate_component("part", &format!("a{ok}")).is_ok(),
+            "U+{:04X}",
+            ok as u32
+        );
+    }
+}

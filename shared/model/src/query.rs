@@ -13,14 +13,23 @@
 //!   `10`); a parameter given after a missing one is refused;
 //! - `from` / `to` (inclusive) and `after` / `before` (exclusive) bound that first open part; a
 //!   timestamp bound may be shortened to a period (`to=2024-01-15` holds the whole day);
+//! - on a timestamp part cut to a bucket (`{at:month}`), one rule for all four bounds: a bound at
+//!   most as fine as the bucket (`2024`, `2024-01`) bounds whole buckets, exactly; a finer one (a
+//!   whole timestamp, or `2024-01-15`) falls inside its bucket, which holds values on both sides of
+//!   it, so the keys keep that bucket whatever the bound (`after` and `before` too) and the item's
+//!   own timestamp decides ([`PatternQuery::admits_values`]; an item without a readable one is
+//!   kept, as it may satisfy the bound): `before=2024-01-15T00:00:00Z` answers 1 to 14 January,
+//!   and `after=...&before=...` may both fall inside one month;
 //! - on a native multi-attribute index the sort attributes follow DynamoDB's rule: equality on each
 //!   attribute left to right, a condition only on the last one given, none skipped.
 //!
 //! Key conditions are as narrow as DynamoDB can express; where a bound cannot be expressed exactly
 //! (an exclusive bound, a shortened period, an upper bound that a shorter part is a proper prefix
 //! of: `ui` is at most `ui x`, but its key continues `ui#`, which sorts after `ui x`) the condition
-//! reads a little more and [`PatternQuery::matches`] is exact. Bounds between which no value lies
-//! are refused, naming the lower one.
+//! reads a little more and [`PatternQuery::matches`] is exact on the keys (with
+//! [`PatternQuery::admits_values`], on a bound inside a bucket). Bounds between which no value lies
+//! are refused, naming the lower one. An open read ends at `prefix + U+10FFFF`, which no key part
+//! may hold ([`cqrs_keys::KeyError::HighestCodePoint`]), so it is past every key of the prefix.
 //!
 //! ```
 //! use cqrs_model::{KeyValue, Model, SortOp};
@@ -41,6 +50,7 @@ use std::collections::BTreeSet;
 use cqrs_keys::{MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, fnv1a_64, validate_component};
 
 use crate::attribute::{AttrType, Attribute};
+use crate::derive::ItemView;
 use crate::model::{CREATED_AT, Entity, Index, KeyAttr, KeyType, Model, Pattern, SortCondition};
 use crate::template::{Bucket, Part, Template};
 use crate::value::{KeyValue, ValueRef};
@@ -53,7 +63,8 @@ use crate::value::{KeyValue, ValueRef};
 /// ```
 pub const RANGE_PARAMS: [&str; 4] = ["from", "to", "after", "before"];
 
-/// The highest code point: appended to a bound, it sorts after every key that begins with it.
+/// The highest code point: appended to a bound, it sorts after every key that begins with it, as
+/// no key part holds it (the key crate refuses it).
 const MAX_CHAR: char = '\u{10FFFF}';
 
 /// A request that no query can answer, naming the parameter (or `pattern`) for a 400.
@@ -143,14 +154,47 @@ struct Bound {
     text: String,
     /// A shortened timestamp (`2024-01-15`): every value that begins with it is "equal".
     period: bool,
+    /// A bound finer than the bucket the part is cut to (`2024-01-15T10:00:00Z`, or the period
+    /// `2024-01-15`, on `{at:month}`): `text` is then its bucket (`2024-01`), which holds values on
+    /// both sides of the bound, so the key admits the bucket whatever the bound (inclusively, for
+    /// `after` and `before` too), and this is the bound on the whole timestamp, which
+    /// [`PatternQuery::admits_values`] applies to the item's attribute.
+    exact: Option<Cut>,
+}
+
+/// A bound on a whole timestamp: canonical (`2024-01-15T10:00:00.000Z`) or a period (`2024-01-15`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cut {
+    text: String,
+    period: bool,
+}
+
+impl Cut {
+    fn compare(&self, value: &str) -> Ordering {
+        compare_cut(&self.text, self.period, value)
+    }
+}
+
+/// How `value` compares with a bound `text`; a period is equal to every value that begins with it.
+fn compare_cut(text: &str, period: bool, value: &str) -> Ordering {
+    if period && value.starts_with(text) {
+        Ordering::Equal
+    } else {
+        value.as_bytes().cmp(text.as_bytes())
+    }
 }
 
 impl Bound {
     fn compare(&self, part: &str) -> Ordering {
-        if self.period && part.starts_with(self.text.as_str()) {
-            Ordering::Equal
-        } else {
-            part.as_bytes().cmp(self.text.as_bytes())
+        compare_cut(&self.text, self.period, part)
+    }
+
+    /// The bound as [`crossed`] compares it: on the whole timestamp when it is finer than the
+    /// bucket.
+    fn finest(&self) -> (&str, bool) {
+        match &self.exact {
+            Some(cut) => (&cut.text, cut.period),
+            None => (&self.text, self.period),
         }
     }
 }
@@ -166,6 +210,8 @@ struct OpenPart {
     /// part ends the key. A part that is a proper prefix of an upper bound is followed by it in
     /// the key, and the upper end of the key condition must still read it.
     follower: Option<String>,
+    /// The attribute the open part holds (`None` for a tenant or shard part, never bounded).
+    attribute: Option<String>,
     from: Option<Bound>,
     to: Option<Bound>,
     after: Option<Bound>,
@@ -173,11 +219,40 @@ struct OpenPart {
 }
 
 impl OpenPart {
+    /// Whether the part, as the key holds it, may satisfy the bounds. A bound finer than the
+    /// part's bucket admits its bucket whatever the bound: the bucket holds values on both sides.
     fn admits(&self, part: &str) -> bool {
+        let strict = |b: &Bound, order: Ordering, want: Ordering| {
+            order == want || (b.exact.is_some() && order == Ordering::Equal)
+        };
         self.from.as_ref().is_none_or(|b| b.compare(part).is_ge())
             && self.to.as_ref().is_none_or(|b| b.compare(part).is_le())
-            && self.after.as_ref().is_none_or(|b| b.compare(part).is_gt())
-            && self.before.as_ref().is_none_or(|b| b.compare(part).is_lt())
+            && self
+                .after
+                .as_ref()
+                .is_none_or(|b| strict(b, b.compare(part), Ordering::Greater))
+            && self
+                .before
+                .as_ref()
+                .is_none_or(|b| strict(b, b.compare(part), Ordering::Less))
+    }
+
+    /// Whether a whole timestamp satisfies the bounds finer than the part's bucket.
+    fn admits_exact(&self, value: &str) -> bool {
+        fn exact(b: &Option<Bound>) -> Option<&Cut> {
+            b.as_ref().and_then(|b| b.exact.as_ref())
+        }
+        exact(&self.from).is_none_or(|c| c.compare(value).is_ge())
+            && exact(&self.to).is_none_or(|c| c.compare(value).is_le())
+            && exact(&self.after).is_none_or(|c| c.compare(value).is_gt())
+            && exact(&self.before).is_none_or(|c| c.compare(value).is_lt())
+    }
+
+    /// Whether a bound is finer than the part's bucket (the keys cannot tell it alone).
+    fn has_exact(&self) -> bool {
+        [&self.from, &self.to, &self.after, &self.before]
+            .into_iter()
+            .any(|b| b.as_ref().is_some_and(|b| b.exact.is_some()))
     }
 
     fn is_bounded(&self) -> bool {
@@ -394,6 +469,10 @@ impl Model {
                             attr: position,
                             reference,
                             follower: follower(template, reference),
+                            attribute: match &part {
+                                Part::Attr { name, .. } => Some(name.clone()),
+                                _ => None,
+                            },
                             from: bound(first, &part, &get, "from")?,
                             to: bound(first, &part, &get, "to")?,
                             after: bound(first, &part, &get, "after")?,
@@ -568,6 +647,77 @@ impl<'m> PatternQuery<'m> {
             }
         }
         Some(shard)
+    }
+
+    /// The exact filter on what the keys cannot show: whether an item's values satisfy a bound
+    /// finer than the bucket its open sort part is cut to (`before=2024-01-15T00:00:00Z` on
+    /// `{at:month}`: the key holds `2024-01`, the item's `at` decides). Call it on every item
+    /// [`PatternQuery::matches`] keeps. An item without a readable timestamp in that attribute is
+    /// kept (it may satisfy the bound); with no such bound, every item is admitted.
+    ///
+    /// ```
+    /// use cqrs_model::{ItemView, KeyValue, Model, ValueRef};
+    ///
+    /// let model = Model::parse(r#"
+    /// [indexes.gsi1]
+    /// pk = "gsi1pk"
+    /// sk = "gsi1sk"
+    ///
+    /// [entities.event]
+    /// pk = "EVENT#{tenant}"
+    /// sk = "{eventId}"
+    /// id = "eventId"
+    /// attributes.eventId = { type = "string", required = true }
+    /// attributes.at = { type = "timestamp", required = true }
+    /// indexes.gsi1 = { pk = "BYMONTH#{tenant}", sk = "{at:month}#{eventId}" }
+    ///
+    /// [patterns.events_by_month]
+    /// entity = "event"
+    /// index = "gsi1"
+    /// params = ["at", "eventId"]
+    /// description = "events by month"
+    /// "#).unwrap();
+    /// let event = model.entity("event").unwrap();
+    /// let q = model.query("events_by_month", "t1", &[("before", "2024-01-15T00:00:00Z")]).unwrap();
+    /// // The key holds only the month: January is read and kept by the keys ...
+    /// let pk = [KeyValue::S("BYMONTH#t1".into())];
+    /// assert!(q.matches(event, &pk, &[KeyValue::S("2024-01#e1".into())]).is_some());
+    /// // ... and the item's timestamp decides.
+    /// let view = |at: &'static str| (at, [("eventId", ValueRef::Str("e1")), ("at", ValueRef::Str(at))]);
+    /// let (_, early) = view("2024-01-10T08:00:00Z");
+    /// let (_, late) = view("2024-01-20T08:00:00Z");
+    /// let item = |attributes: &[(&str, ValueRef<'_>)]| {
+    ///     q.admits_values(event, &ItemView { tenant: "t1", created_at: "2024-01-01T00:00:00.000Z", attributes: &attributes.to_vec() })
+    /// };
+    /// assert!(item(&early));
+    /// assert!(!item(&late));
+    /// ```
+    pub fn admits_values(&self, entity: &Entity, item: &ItemView<'_>) -> bool {
+        let Some(open) = &self.open else {
+            return true;
+        };
+        if !open.has_exact() {
+            return true;
+        }
+        let Some(name) = open.attribute.as_deref() else {
+            return true;
+        };
+        let Some(attr) = attribute_of(entity, name) else {
+            return true;
+        };
+        let raw = if name == CREATED_AT && !entity.attributes.contains_key(name) {
+            Some(item.created_at)
+        } else {
+            match item.attributes.attribute(name) {
+                Some(ValueRef::Str(s)) => Some(s),
+                _ => None,
+            }
+        };
+        match raw.map(|raw| attr.key_part(ValueRef::Str(raw), None)) {
+            Some(Ok(whole)) => open.admits_exact(&whole),
+            // Nothing to compare: the item may satisfy the bound, and is kept.
+            _ => true,
+        }
     }
 
     /// The pattern's entity whose table keys `pk` / `sk` are, when they belong to this caller's
@@ -823,10 +973,9 @@ fn bound<'p>(
         AttrType::Timestamp => {
             // A whole timestamp, or a shortened period (`2024`, `2024-01`, `2024-01-15`,
             // `2024-01-15T10`).
+            let mut cut = None;
             for period in [Bucket::Year, Bucket::Month, Bucket::Day, Bucket::Hour] {
-                if bucket.is_none_or(|b| period.width() <= b.width())
-                    && attr.produces(value, Some(period))
-                {
+                if attr.produces(value, Some(period)) {
                     // A real period: completed to a whole timestamp, it must parse.
                     let start = "0000-01-01T00:00:00.000Z";
                     let whole = format!("{value}{}", start.get(value.len()..).unwrap_or_default());
@@ -836,21 +985,39 @@ fn bound<'p>(
                             format!("{value:?} is not a date or period"),
                         ));
                     }
-                    return Ok(Some(Bound {
+                    cut = Some(Cut {
                         text: value.to_string(),
                         period: true,
-                    }));
+                    });
+                    break;
                 }
             }
-            let text = format_param(entity, name, *bucket, value).map_err(|e| {
-                plan_error(
-                    param,
-                    format!("{} (or a period such as 2024-01-15)", e.message),
-                )
-            })?;
-            Ok(Some(Bound {
-                text,
-                period: bucket.is_some(),
+            let cut = match cut {
+                Some(cut) => cut,
+                None => Cut {
+                    text: format_param(entity, name, None, value).map_err(|e| {
+                        plan_error(
+                            param,
+                            format!("{} (or a period such as 2024-01-15)", e.message),
+                        )
+                    })?,
+                    period: false,
+                },
+            };
+            // On a part cut to a bucket, a bound at most as fine as the bucket (`2024`, `2024-01`
+            // on `{at:month}`) bounds whole buckets; a finer one falls inside its bucket, which the
+            // key admits whatever the bound, and the item's whole timestamp decides.
+            Ok(Some(match bucket {
+                Some(b) if cut.text.len() > b.width() => Bound {
+                    text: cut.text.get(..b.width()).unwrap_or_default().to_string(),
+                    period: true,
+                    exact: Some(cut),
+                },
+                _ => Bound {
+                    text: cut.text,
+                    period: cut.period,
+                    exact: None,
+                },
             }))
         }
         _ => {
@@ -859,6 +1026,7 @@ fn bound<'p>(
             Ok(Some(Bound {
                 text,
                 period: false,
+                exact: None,
             }))
         }
     }
@@ -994,16 +1162,22 @@ fn upper_end(prefix: &str, bound: &str, follower: Option<&str>) -> String {
 /// Whether no part can lie between a lower and an upper bound (`strict`: `after` / `before`). A
 /// period is all the values that begin with it: as an upper bound it reaches past every one of
 /// them, and as an exclusive lower bound it starts after every one of them.
+///
+/// A bound finer than its part's bucket is compared as given (on the whole timestamp), not as its
+/// bucket: `after=2024-01-14T23:59:59.999Z` and `before=2024-01-20T00:00:00Z` on `{at:month}` hold
+/// six days, though both fall in `2024-01`.
 fn crossed(lower: &Bound, lower_strict: bool, upper: &Bound, upper_strict: bool) -> bool {
-    let low = if lower.period && lower_strict {
-        format!("{}{MAX_CHAR}", lower.text)
+    let (lower_text, lower_period) = lower.finest();
+    let (upper_text, upper_period) = upper.finest();
+    let low = if lower_period && lower_strict {
+        format!("{lower_text}{MAX_CHAR}")
     } else {
-        lower.text.clone()
+        lower_text.to_string()
     };
-    let high = if upper.period && !upper_strict {
-        format!("{}{MAX_CHAR}", upper.text)
+    let high = if upper_period && !upper_strict {
+        format!("{upper_text}{MAX_CHAR}")
     } else {
-        upper.text.clone()
+        upper_text.to_string()
     };
     match low.as_bytes().cmp(high.as_bytes()) {
         Ordering::Greater => true,

@@ -9,12 +9,21 @@
 //! upper bound built as `prefix + to + U+10FFFF` left it out when `to`'s next character sorts
 //! below `#` (the review's `GET /query/settings?to=ui%20x`).
 //!
+//! U+10FFFF is in the alphabet too: a read with only a lower bound ends at `prefix + U+10FFFF`, so an
+//! item whose part held it was missed; no key part may hold it now, and the test checks that every
+//! such item and parameter is refused.
+//!
+//! Two patterns read a sort part cut to a bucket (`{at:month}`, `{at:day}`): a parameter fixes the
+//! bucket, and a bound keeps exactly the items whose own timestamp satisfies it, inside a bucket too
+//! (the keys keep the bucket, [`PatternQuery::admits_values`] decides on the item's timestamp).
+//!
+//! [`PatternQuery::admits_values`]: cqrs_model::PatternQuery::admits_values
 //! [`PatternQuery::in_range`]: cqrs_model::PatternQuery::in_range
 //! [`PatternQuery::matches`]: cqrs_model::PatternQuery::matches
 
 use std::cmp::Ordering;
 
-use cqrs_model::{ItemView, KeyValue, Model, ValueRef};
+use cqrs_model::{DeriveError, DerivedKeys, ItemView, KeyValue, Model, PatternQuery, ValueRef};
 use proptest::prelude::*;
 
 const MODEL: &str = r#"
@@ -22,15 +31,25 @@ const MODEL: &str = r#"
 pk = "gsi1pk"
 sk = "gsi1sk"
 
+[indexes.gsi2]
+pk = "gsi2pk"
+sk = "gsi2sk"
+
+[indexes.gsi3]
+pk = "gsi3pk"
+sk = "gsi3sk"
+
 [entities.thing]
 pk = "THING#{tenant}"
 sk = "T#{name}#{rank}#{kind}#{at}"
 id = "name"
-attributes.name = { type = "string", required = true, max = 16 }
+attributes.name = { type = "string", required = true, max = 32 }
 attributes.rank = { type = "number", required = true, width = 3 }
 attributes.kind = { type = "enum", required = true, values = ["a", "a b", "a!", "ab", "b"] }
 attributes.at = { type = "timestamp", required = true }
 indexes.gsi1 = { pk = "BYTIME#{tenant}", sk = "{at}#{kind}#{rank}#{name}" }
+indexes.gsi2 = { pk = "BYMONTH#{tenant}", sk = "{at:month}#{name}" }
+indexes.gsi3 = { pk = "BYDAY#{tenant}", sk = "{at:day}#{rank}" }
 
 [patterns.things]
 entity = "thing"
@@ -42,6 +61,18 @@ entity = "thing"
 index = "gsi1"
 params = ["at", "kind", "rank", "name"]
 description = "things, by time, kind, rank and name"
+
+[patterns.things_by_month]
+entity = "thing"
+index = "gsi2"
+params = ["at", "name"]
+description = "things, by month and name"
+
+[patterns.things_by_day]
+entity = "thing"
+index = "gsi3"
+params = ["at", "rank"]
+description = "things, by day and rank"
 "#;
 
 fn model() -> &'static Model {
@@ -68,6 +99,15 @@ impl Thing {
             "kind" => Value::Str(self.kind.to_string()),
             "at" => Value::Time(self.at.clone()),
             _ => unreachable!("{attr}"),
+        }
+    }
+
+    /// The value of `attr` as the key of `pattern` holds it: a bucketed timestamp cut to its
+    /// bucket (what a parameter fixing that part selects).
+    fn key_value(&self, pattern: &str, attr: &str) -> Value {
+        match (attr, bucket_width(pattern)) {
+            ("at", Some(width)) => Value::Time(self.at[..width].to_string()),
+            _ => self.value(attr),
         }
     }
 
@@ -114,7 +154,7 @@ impl BoundParam {
 const KINDS: [&str; 5] = ["a", "a b", "a!", "ab", "b"];
 
 fn name() -> impl Strategy<Value = String> {
-    "[ !\"$ab\u{e9}]{1,4}"
+    "[ !\"$ab\u{e9}\u{10FFFF}]{1,4}"
 }
 
 fn timestamp() -> impl Strategy<Value = String> {
@@ -156,7 +196,7 @@ fn bound_for(attr: &'static str) -> BoxedStrategy<BoundParam> {
     match attr {
         "name" => prop_oneof![
             name(),
-            (name(), "[ !\"$a]{1,2}").prop_map(|(a, b)| format!("{a}{b}")),
+            (name(), "[ !\"$a\u{10FFFF}]{1,2}").prop_map(|(a, b)| format!("{a}{b}")),
         ]
         .prop_map(whole)
         .boxed(),
@@ -179,12 +219,30 @@ fn bound_for(attr: &'static str) -> BoxedStrategy<BoundParam> {
 }
 
 /// The order of the sort template's parts for each pattern.
-fn parts(pattern: &str) -> [&'static str; 4] {
+fn parts(pattern: &str) -> &'static [&'static str] {
     match pattern {
-        "things" => ["name", "rank", "kind", "at"],
-        _ => ["at", "kind", "rank", "name"],
+        "things" => &["name", "rank", "kind", "at"],
+        "things_by_time" => &["at", "kind", "rank", "name"],
+        "things_by_month" => &["at", "name"],
+        _ => &["at", "rank"],
     }
 }
+
+/// The width of the bucket `{at}` is cut to in `pattern`'s sort key, if it is.
+fn bucket_width(pattern: &str) -> Option<usize> {
+    match pattern {
+        "things_by_month" => Some(7),
+        "things_by_day" => Some(10),
+        _ => None,
+    }
+}
+
+const PATTERNS: [&str; 4] = [
+    "things",
+    "things_by_time",
+    "things_by_month",
+    "things_by_day",
+];
 
 /// What one query asks: the pattern, the open position, and the bounds on it.
 #[derive(Debug, Clone)]
@@ -198,31 +256,30 @@ struct Ask {
 }
 
 fn ask() -> impl Strategy<Value = Ask> {
-    (
-        prop::sample::select(vec!["things", "things_by_time"]),
-        0usize..4,
-    )
-        .prop_flat_map(|(pattern, open)| {
-            let attr = parts(pattern)[open];
-            (
-                prop::option::of((prop::sample::select(vec!["from", "after"]), bound_for(attr))),
-                prop::option::of((prop::sample::select(vec!["to", "before"]), bound_for(attr))),
-            )
-                .prop_map(move |(lower, upper)| Ask {
-                    pattern,
-                    open,
-                    lower,
-                    upper,
-                })
-        })
+    (prop::sample::select(PATTERNS.to_vec()), 0usize..4).prop_flat_map(|(pattern, open)| {
+        let open = open % parts(pattern).len();
+        let attr = parts(pattern)[open];
+        (
+            prop::option::of((prop::sample::select(vec!["from", "after"]), bound_for(attr))),
+            prop::option::of((prop::sample::select(vec!["to", "before"]), bound_for(attr))),
+        )
+            .prop_map(move |(lower, upper)| Ask {
+                pattern,
+                open,
+                lower,
+                upper,
+            })
+    })
 }
 
-/// The oracle: whether `item` belongs to the answer of `ask` with the fixed parts of `anchor`.
+/// The oracle: whether `item` belongs to the answer of `ask` with the fixed parts of `anchor`. A
+/// parameter fixes a part as the key holds it (a bucketed timestamp: its bucket); a bound keeps
+/// exactly the items whose value satisfies it, also on a bucketed part (the value, not its bucket).
 fn oracle(ask: &Ask, anchor: &Thing, item: &Thing) -> bool {
     let parts = parts(ask.pattern);
     if parts[..ask.open]
         .iter()
-        .any(|attr| item.value(attr) != anchor.value(attr))
+        .any(|attr| item.key_value(ask.pattern, attr) != anchor.key_value(ask.pattern, attr))
     {
         return false;
     }
@@ -242,8 +299,8 @@ fn oracle(ask: &Ask, anchor: &Thing, item: &Thing) -> bool {
     lower && upper
 }
 
-/// The key values an item is stored under for `pattern`: (partition, sort).
-fn stored_keys(pattern: &str, item: &Thing) -> (Vec<KeyValue>, Vec<KeyValue>) {
+/// Runs `f` on the item's values as the model reads them.
+fn with_view<T>(item: &Thing, f: impl FnOnce(&ItemView<'_>) -> T) -> T {
     let rank = item.rank.to_string();
     let attributes = [
         ("name", ValueRef::Str(&item.name)),
@@ -251,24 +308,64 @@ fn stored_keys(pattern: &str, item: &Thing) -> (Vec<KeyValue>, Vec<KeyValue>) {
         ("kind", ValueRef::Str(item.kind)),
         ("at", ValueRef::Str(&item.at)),
     ];
-    let view = ItemView {
+    f(&ItemView {
         tenant: "t1",
         created_at: "2024-01-01T00:00:00.000Z",
         attributes: &attributes,
-    };
-    let keys = model()
-        .entity("thing")
-        .unwrap()
-        .derive(&view)
-        .expect("generated items are valid");
-    match pattern {
-        "things" => (vec![KeyValue::S(keys.pk)], vec![KeyValue::S(keys.sk)]),
-        _ => (
-            vec![keys.index["gsi1pk"].clone()],
-            vec![keys.index["gsi1sk"].clone()],
-        ),
-    }
+    })
 }
+
+/// The item's keys, or the model's refusal of its values.
+fn derive(item: &Thing) -> Result<DerivedKeys, DeriveError> {
+    with_view(item, |view| model().entity("thing").unwrap().derive(view))
+}
+
+/// Whether the answer of `q` holds `item`: the keys say so ([`PatternQuery::matches`]) and so do
+/// its values where the keys cannot tell ([`PatternQuery::admits_values`]: a bound inside a
+/// bucket).
+fn answered(q: &PatternQuery<'_>, pattern: &str, item: &Thing) -> bool {
+    let entity = model().entity("thing").unwrap();
+    let (partition, sort) = stored_keys(pattern, item);
+    q.matches(entity, &partition, &sort).is_some()
+        && with_view(item, |view| q.admits_values(entity, view))
+}
+
+/// The key values an item is stored under for `pattern`: (partition, sort).
+fn stored_keys(pattern: &str, item: &Thing) -> (Vec<KeyValue>, Vec<KeyValue>) {
+    let keys = derive(item).expect("generated items are valid");
+    let index = match pattern {
+        "things" => return (vec![KeyValue::S(keys.pk)], vec![KeyValue::S(keys.sk)]),
+        "things_by_time" => "gsi1",
+        "things_by_month" => "gsi2",
+        _ => "gsi3",
+    };
+    (
+        vec![keys.index[&format!("{index}pk")].clone()],
+        vec![keys.index[&format!("{index}sk")].clone()],
+    )
+}
+
+/// Items holding U+10FFFF in a key part are refused, naming the attribute (no key may hold it:
+/// key ranges end at `prefix + U+10FFFF`); the rest are returned.
+fn storable(items: &[Thing]) -> Result<Vec<Thing>, TestCaseError> {
+    let mut kept = Vec::new();
+    for item in items {
+        match derive(item) {
+            Ok(_) => {
+                prop_assert!(!item.name.contains(MAX), "{item:?} was given keys");
+                kept.push(item.clone());
+            }
+            Err(e) => {
+                prop_assert!(item.name.contains(MAX), "{item:?} refused: {e:?}");
+                prop_assert_eq!(&e.attribute, "name");
+                prop_assert!(e.message.contains("U+10FFFF"), "{}", e.message);
+            }
+        }
+    }
+    Ok(kept)
+}
+
+const MAX: char = '\u{10FFFF}';
 
 /// Checks one query against the oracle over `items`; the anchor fixes the parts before the open
 /// one.
@@ -285,11 +382,25 @@ fn check(ask: &Ask, anchor: &Thing, items: &[Thing]) -> Result<(), TestCaseError
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
-    let entity = model().entity("thing").unwrap();
-    match model().query(ask.pattern, "t1", &given) {
+    let answer = model().query(ask.pattern, "t1", &given);
+    // A parameter holding U+10FFFF is refused, naming it: no key holds it.
+    let refusable: Vec<&str> = given
+        .iter()
+        .filter(|(_, v)| v.contains(MAX))
+        .map(|(n, _)| *n)
+        .collect();
+    if !refusable.is_empty() {
+        let e = answer.expect_err("a parameter with U+10FFFF is refused");
+        prop_assert!(
+            refusable.contains(&e.param.as_str()) && e.message.contains("U+10FFFF"),
+            "{given:?} refused: {e}"
+        );
+        return Ok(());
+    }
+    match answer {
         Ok(q) => {
             for item in items {
-                let (partition, sort) = stored_keys(ask.pattern, item);
+                let (_, sort) = stored_keys(ask.pattern, item);
                 let expected = oracle(ask, anchor, item);
                 if expected {
                     prop_assert!(
@@ -299,7 +410,7 @@ fn check(ask: &Ask, anchor: &Thing, items: &[Thing]) -> Result<(), TestCaseError
                     );
                 }
                 prop_assert_eq!(
-                    q.matches(entity, &partition, &sort).is_some(),
+                    answered(&q, ask.pattern, item),
                     expected,
                     "{:?} with {:?}",
                     sort,
@@ -332,6 +443,7 @@ proptest! {
         ask in ask(),
     ) {
         let anchor = items[anchor.index(items.len())].clone();
+        let items = storable(&items)?;
         check(&ask, &anchor, &items)?;
     }
 }
@@ -411,4 +523,72 @@ fn crossed_bounds_name_the_lower_parameter() {
     model()
         .query("things", "t1", &[("from", "ab"), ("to", "ab")])
         .unwrap();
+}
+
+/// The issue's case: a bound inside a bucket (`{at:month}`) keeps every item that satisfies it,
+/// whatever the bound: `before=2024-01-15T00:00:00Z` keeps 1 to 14 January. The key holds only
+/// the month, so the month is read for all four bounds, and the item's own timestamp decides.
+#[test]
+fn a_bound_inside_a_bucket_keeps_every_item_that_satisfies_it() {
+    let items = [
+        "2023-12-31T23:59:59.999Z",
+        "2024-01-01T00:00:00.000Z",
+        "2024-01-14T23:59:59.999Z",
+        "2024-01-15T00:00:00.000Z",
+        "2024-01-15T10:00:00.000Z",
+        "2024-01-20T00:00:00.000Z",
+        "2024-01-31T23:59:59.999Z",
+        "2024-02-01T00:00:00.000Z",
+    ]
+    .map(|at| Thing {
+        name: at[5..10].to_string(),
+        rank: 5,
+        kind: "a",
+        at: at.into(),
+    });
+    let all = [
+        "12-31", "01-01", "01-14", "01-15", "01-15", "01-20", "01-31", "02-01",
+    ];
+    type Case<'a> = (Vec<(&'a str, &'a str)>, Vec<&'a str>);
+    let cases: Vec<Case<'_>> = vec![
+        (vec![("before", "2024-01-15T00:00:00Z")], all[..3].to_vec()),
+        (vec![("to", "2024-01-15T00:00:00Z")], all[..4].to_vec()),
+        (vec![("after", "2024-01-15T00:00:00Z")], all[4..].to_vec()),
+        (vec![("from", "2024-01-15T00:00:00Z")], all[3..].to_vec()),
+        (vec![("before", "2024-01-15")], all[..3].to_vec()),
+        (vec![("to", "2024-01-15")], all[..5].to_vec()),
+        (vec![("after", "2024-01-15")], all[5..].to_vec()),
+        (vec![("from", "2024-01-15")], all[3..].to_vec()),
+        (
+            vec![("after", "2024-01-31T23:59:59.999Z")],
+            all[7..].to_vec(),
+        ),
+        (vec![("before", "2024-01-01T00:00:00Z")], all[..1].to_vec()),
+        // A window inside one month: the bounds do not cross.
+        (
+            vec![
+                ("after", "2024-01-14T23:59:59.999Z"),
+                ("before", "2024-01-20T00:00:00Z"),
+            ],
+            all[3..5].to_vec(),
+        ),
+        // The bucket's own form bounds whole buckets, exactly.
+        (vec![("before", "2024-01")], all[..1].to_vec()),
+        (vec![("to", "2024-01")], all[..7].to_vec()),
+        (vec![("after", "2024-01")], all[7..].to_vec()),
+    ];
+    for (params, want) in cases {
+        let q = model()
+            .query("things_by_month", "t1", &params)
+            .unwrap_or_else(|e| panic!("{params:?} refused: {e}"));
+        let mut got = Vec::new();
+        for item in &items {
+            if answered(&q, "things_by_month", item) {
+                got.push(item.name.as_str());
+                let (_, sort) = stored_keys("things_by_month", item);
+                assert!(q.in_range(&sort), "{params:?} does not read {sort:?}");
+            }
+        }
+        assert_eq!(got, want, "{params:?}");
+    }
 }

@@ -348,16 +348,72 @@ pub fn is_live(pid: u32, marker: &str) -> bool {
             .unwrap_or(false)
 }
 
-/// Whether `pid` is a process that has not finished exiting: not gone, not a zombie. (An exiting
-/// process loses its command line before it closes its sockets: only this says its ports are free.)
+/// Whether `pid` is a process that has not finished exiting: one of its threads is neither gone nor
+/// a zombie. (An exiting process loses its command line before it closes its sockets, and the main
+/// thread of a multi-threaded one, a JVM, shows as a zombie while its other threads still hold its
+/// files and sockets: only when every thread has exited are its ports free.)
 fn exists(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return false;
     };
-    // The state follows the command name's closing parenthesis.
-    !stat
-        .rsplit_once(") ")
-        .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+    tasks.filter_map(Result::ok).any(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            // The state follows the command name's closing parenthesis.
+            !stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+        })
+    })
+}
+
+/// The inodes of the sockets listening on `port` (any address, IPv4 or IPv6) in this network
+/// namespace's tables.
+fn listening_on(port: u16) -> Vec<u64> {
+    let mut found = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // `local_address` is ADDR:PORT in hex, state 0A is LISTEN, the inode is field 10.
+            let local_port = fields
+                .get(1)
+                .and_then(|address| address.rsplit_once(':'))
+                .and_then(|(_, port)| u16::from_str_radix(port, 16).ok());
+            if local_port == Some(port)
+                && fields.get(3) == Some(&"0A")
+                && let Some(inode) = fields.get(9).and_then(|i| i.parse().ok())
+            {
+                found.push(inode);
+            }
+        }
+    }
+    found
+}
+
+/// The inodes of the sockets of process `pid` that listen on `port` (none when its descriptors
+/// cannot be read).
+fn listening_sockets_of(pid: u32, port: u16) -> Vec<u64> {
+    let listening = listening_on(port);
+    if listening.is_empty() {
+        return listening;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.filter_map(Result::ok)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|target| {
+            target
+                .to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .filter(|inode| listening.contains(inode))
+        .collect()
 }
 
 /// Stops the process group led by `pid` (SIGTERM, then SIGKILL after `grace`), if it is a live
@@ -556,6 +612,10 @@ pub fn running(state: &Path) -> Vec<Instance> {
 
 /// Stops the instance on `port` started from `state`. Returns whether one was running; stopping
 /// one that is not is not an error. Other instances, of this state folder or not, keep running.
+///
+/// Returns once the instance's process has exited, every thread of it, and no socket of it listens
+/// on `port` any more (an error if one still does after SIGKILL). What another program does with
+/// the freed port is another matter: it may take it at once.
 pub fn stop(state: &Path, port: u16) -> Result<bool, Error> {
     let path = pid_file(state, port);
     let pid = match std::fs::read_to_string(&path) {
@@ -563,7 +623,27 @@ pub fn stop(state: &Path, port: u16) -> Result<bool, Error> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(error) => return Err(io(&path)(error)),
     };
-    let stopped = pid.is_some_and(|pid| stop_group(pid, MARKER, Duration::from_secs(10)));
+    let mut stopped = false;
+    if let Some(pid) = pid
+        && is_live(pid, MARKER)
+    {
+        let held = listening_sockets_of(pid, port);
+        stopped = stop_group(pid, MARKER, Duration::from_secs(10));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let still = || {
+            let listening = listening_on(port);
+            held.iter().any(|socket| listening.contains(socket))
+        };
+        while (exists(pid) || still()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if exists(pid) || still() {
+            return Err(Error::Command {
+                command: format!("stopping DynamoDB Local on 127.0.0.1:{port}"),
+                detail: format!("its process {pid} still holds the port after SIGKILL"),
+            });
+        }
+    }
     let _ = std::fs::remove_file(&path);
     if stopped {
         say(&format!("stopped the instance on 127.0.0.1:{port}"));
