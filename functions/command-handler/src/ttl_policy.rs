@@ -6,7 +6,8 @@
 //!
 //! Policies are cached per warm container for [`POLICY_MAX_AGE`]: a command does not read its
 //! policy, one read per tenant and table per minute does. A changed policy applies to new
-//! versions within that time; versions already written keep their `ttl`.
+//! versions within that time; versions already written keep their `ttl`. A command that reads
+//! its policy reads the heads state with it, in one `BatchGetItem` ([`crate::heads::prepare`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,18 +37,20 @@ pub struct PolicyCache {
 }
 
 impl PolicyCache {
-    /// The cached policy of `tenant` / `table` when read less than [`POLICY_MAX_AGE`] ago.
-    fn fresh(&self, key: &PolicyKey) -> Option<Option<TtlPolicy>> {
+    /// The cached policy of `tenant` / `table` when read less than [`POLICY_MAX_AGE`] before
+    /// `now`.
+    fn fresh(&self, key: &PolicyKey, now: Instant) -> Option<Option<TtlPolicy>> {
         let entries = self.entries.lock().ok()?;
         entries
             .get(key)
-            .filter(|(at, _)| at.elapsed() < POLICY_MAX_AGE)
+            .filter(|(at, _)| now.saturating_duration_since(*at) < POLICY_MAX_AGE)
             .map(|(_, policy)| *policy)
     }
 
-    fn store(&self, key: PolicyKey, policy: Option<TtlPolicy>) {
+    /// Keeps `policy` (or none) of `key`, read at `now`.
+    pub(crate) fn store(&self, key: PolicyKey, policy: Option<TtlPolicy>, now: Instant) {
         if let Ok(mut entries) = self.entries.lock() {
-            entries.insert(key, (Instant::now(), policy));
+            entries.insert(key, (now, policy));
         }
     }
 }
@@ -60,31 +63,54 @@ fn table_of<'a>(input: &'a CommandInput, entity: Option<ModelEntity<'a>>) -> Opt
     }
 }
 
-/// Sets `input.ttl` from the policy when the command gives none.
+/// Whether the command takes a policy, and which: `None` when it gives its own `ttl` (or
+/// `"ttl": null`) or its `pk` names no tenant or table; else the tenant and table, with the
+/// cached policy when it is fresh at `now` (`None`: to be read).
+pub(crate) fn needed(
+    app: &App,
+    input: &CommandInput,
+    entity: Option<ModelEntity<'_>>,
+    now: Instant,
+) -> Option<(PolicyKey, Option<Option<TtlPolicy>>)> {
+    if !matches!(input.ttl, Patch::Absent) {
+        return None;
+    }
+    let (Some(tenant), Some(table)) = (tenant_code(&input.pk), table_of(input, entity)) else {
+        return None;
+    };
+    let key = (tenant.to_string(), table.to_string());
+    let cached = app.ttl_policies.fresh(&key, now);
+    Some((key, cached))
+}
+
+/// Sets `input.ttl` from `policy` (nothing without one).
+pub(crate) fn set(input: &mut CommandInput, policy: Option<TtlPolicy>) {
+    if let Some(policy) = policy {
+        input.ttl = Patch::Value(policy.expiry(chrono::Utc::now().timestamp()));
+    }
+}
+
+/// Sets `input.ttl` from the policy when the command gives none (the policy read alone when it
+/// is not cached).
 pub async fn apply(
     app: &App,
     input: &mut CommandInput,
     entity: Option<ModelEntity<'_>>,
 ) -> Result<(), ApiError> {
-    if !matches!(input.ttl, Patch::Absent) {
-        return Ok(());
-    }
-    let (Some(tenant), Some(table)) = (tenant_code(&input.pk), table_of(input, entity)) else {
+    let now = app.heads.clock.now();
+    let Some((key, cached)) = needed(app, input, entity, now) else {
         return Ok(());
     };
-    let key = (tenant.to_string(), table.to_string());
-    let now = chrono::Utc::now().timestamp();
-    let policy = match app.ttl_policies.fresh(&key) {
+    let policy = match cached {
         Some(policy) => policy,
         None => {
-            let policy = app.store.ttl_policy(&key.0, &key.1, now).await?;
-            app.ttl_policies.store(key, policy);
+            let at = chrono::Utc::now().timestamp();
+            let policy = app.store.ttl_policy(&key.0, &key.1, at).await?;
+            app.ttl_policies.store(key, policy, now);
             policy
         }
     };
-    if let Some(policy) = policy {
-        input.ttl = Patch::Value(policy.expiry(now));
-    }
+    set(input, policy);
     Ok(())
 }
 
@@ -96,27 +122,21 @@ mod tests {
     #[test]
     fn a_cached_policy_is_fresh_for_a_minute_only() {
         let cache = PolicyCache::default();
+        let clock = crate::heads::Clock::default();
         let key = ("t1".to_string(), "order".to_string());
-        assert_eq!(cache.fresh(&key), None, "never read");
+        assert_eq!(cache.fresh(&key, clock.now()), None, "never read");
         let policy = TtlPolicy {
             days: 3,
             source: Source::Tenant,
         };
-        cache.store(key.clone(), Some(policy));
-        assert_eq!(cache.fresh(&key), Some(Some(policy)));
+        cache.store(key.clone(), Some(policy), clock.now());
+        assert_eq!(cache.fresh(&key, clock.now()), Some(Some(policy)));
         // No policy is cached too: a command does not read it again.
         let other = ("t2".to_string(), "order".to_string());
-        cache.store(other.clone(), None);
-        assert_eq!(cache.fresh(&other), Some(None));
+        cache.store(other.clone(), None, clock.now());
+        assert_eq!(cache.fresh(&other, clock.now()), Some(None));
         // Read more than a minute ago: stale.
-        let old = Instant::now()
-            .checked_sub(POLICY_MAX_AGE + Duration::from_secs(1))
-            .unwrap();
-        cache
-            .entries
-            .lock()
-            .unwrap()
-            .insert(key.clone(), (old, Some(policy)));
-        assert_eq!(cache.fresh(&key), None);
+        clock.advance(POLICY_MAX_AGE + Duration::from_secs(1));
+        assert_eq!(cache.fresh(&key, clock.now()), None);
     }
 }

@@ -12,10 +12,14 @@
 //! | any of these with an `Idempotency-Key` (and its retry) | +0 |
 //! | a 409 on a create | 1 |
 //! | `/master-data/copy`, per item | 1 head read |
+//! | the first command of a container (cold): the heads state with the TTL policy | +1, one `BatchGetItem` (a cold create: `BatchGetItem`, `TransactWriteItems`, the calls of `floor-create`) |
+//! | heads `shared` (or `incomplete`): a create / `version: N` / `-1` | 3 / 4 / 4 |
+//! | heads not complete, a command on an item without a head (a 409 on a create) | 3 |
 
 mod common;
 
 use common::{Harness, USER_T1, event};
+use cqrs_command_handler::App;
 use cqrs_item::Item;
 use cqrs_testkit::round_trips::CallLog;
 use serde_json::{Value, json};
@@ -268,7 +272,9 @@ async fn before_heads_are_complete_a_create_reads_first_but_a_fresh_ulid_does_no
         answer["currentVersion"], 4,
         "the old row is found: {answer}"
     );
-    assert!(trips >= 2, "{trips}");
+    // The README's figure: its head with what data-sync projected (one round trip of concurrent
+    // reads), its rows (no head bounds them), the head written; the 409 needs no transaction.
+    assert_eq!(trips, 3, "{answer}");
     let (answer, _, _) = cost(
         &h,
         &log,
@@ -279,6 +285,67 @@ async fn before_heads_are_complete_a_create_reads_first_but_a_fresh_ulid_does_no
     )
     .await;
     assert_eq!(answer["version"], 5);
+}
+
+/// With heads `shared` (or `incomplete`) a head is a lower bound: a command reads it with what
+/// data-sync projected (the history index, the data table), then the row after the highest
+/// version these know, before it writes. The README's figures.
+#[tokio::test]
+async fn with_shared_heads_a_command_reads_above_the_head_first() {
+    let (h, log) = warm().await;
+    h.app
+        .store
+        .mark_heads(cqrs_store::HeadsState::Shared, "test")
+        .await
+        .unwrap();
+    h.app
+        .heads
+        .clock
+        .advance(cqrs_command_handler::heads::STATE_MAX_AGE);
+    // The first command after the state's age reads it again with its TTL policy: one round trip.
+    let (_, trips, ops) = cost(
+        &h,
+        &log,
+        "POST",
+        json!({"pk": "PRODUCT#t1", "sk": "S1", "version": 0}),
+        &[],
+        202,
+    )
+    .await;
+    // The state and policy, then head, legacy head, history and data at once, then the rows
+    // (no head), then the transaction.
+    assert_eq!((trips, ops[0].as_str()), (4, "BatchGetItem"), "{ops:?}");
+    let (_, trips, ops) = cost(
+        &h,
+        &log,
+        "POST",
+        json!({"pk": "PRODUCT#t1", "sk": "S2", "version": 0}),
+        &[],
+        202,
+    )
+    .await;
+    assert_eq!(trips, 3, "a create: {ops:?}");
+    let (_, trips, ops) = cost(
+        &h,
+        &log,
+        "PATCH",
+        json!({"pk": "PRODUCT#t1", "sk": "S2", "version": 1, "attributes": {"b": 1}}),
+        &[],
+        202,
+    )
+    .await;
+    // Head and co, the row above it, the base row, the transaction.
+    assert_eq!(trips, 4, "version N: {ops:?}");
+    let (_, trips, ops) = cost(
+        &h,
+        &log,
+        "POST",
+        json!({"pk": "PRODUCT#t1", "sk": "S2", "version": -1}),
+        &[],
+        202,
+    )
+    .await;
+    assert_eq!(trips, 4, "-1: {ops:?}");
 }
 
 #[tokio::test]
@@ -325,5 +392,37 @@ async fn the_master_data_copy_reads_each_head_once() {
     };
     for code in ["a", "b", "c"] {
         assert_eq!(head_reads(&format!("DATA#unit#{code}")), 1, "{code}");
+    }
+}
+
+/// Issue 36, item 11: a new container (its caches empty) reads the heads state and the TTL policy
+/// in one `BatchGetItem`, then writes: a cold create makes the calls of `floor-create`, the
+/// hand-written floor (the TTL policy's `BatchGetItem`, then the transaction).
+#[tokio::test]
+async fn a_cold_create_makes_the_calls_of_the_floor() {
+    let (h, log) = warm().await;
+    for body in [
+        json!({"pk": "PRODUCT#t1", "sk": "COLD", "version": 0}),
+        json!({"entity": "order", "version": 0, "attributes": {"orderId": "cold", "userId": "u1", "status": "PENDING"}}),
+    ] {
+        // A new container on the same tables: nothing cached.
+        let cold = App::new(
+            h.app.store.clone(),
+            cqrs_caller::CallerMode::Jwt,
+            cqrs_model::Model::example(),
+        );
+        log.clear();
+        let response =
+            cqrs_command_handler::handle(&cold, event("POST", &USER_T1, &body.to_string(), &[]))
+                .await;
+        assert_eq!(response.status(), 202, "{body}");
+        assert_eq!(
+            (log.round_trips(), log.operations()),
+            (
+                2,
+                vec!["BatchGetItem".to_string(), "TransactWriteItems".to_string()]
+            ),
+            "{body}"
+        );
     }
 }

@@ -12,12 +12,25 @@
 //!
 //! **Complete heads.** When every item of a deployment has a head, a missing head means a new
 //! item, and a create is the transaction alone. The heads state record ([`HEADS_STATE_KEY`], read
-//! by [`Store::heads_state`]) says so: `complete` once `cqrs heads seed` has given every stored
-//! item a head, or from the start for a deployment whose tables were empty when its first command
-//! came ([`Store::complete_heads_if_empty`]); `shared` for tables that mbc-cqrs-serverless (or any
-//! writer that does not keep heads) also writes, which are never complete. Until it says
-//! `complete`, the first command on an item without a head seeds one, conditionally, from
-//! [`Store::highest_stored_version`] and the item's legacy head ([`Store::latest_version`]).
+//! by [`Store::heads_state`], or with a TTL policy in one `BatchGetItem` by
+//! [`Store::heads_state_with_ttl_policy`]) says so: `complete` once `cqrs heads seed` has given
+//! every stored item a head, or from the start for a deployment that held no version and no head
+//! (strongly consistent scans) when its first command came ([`Store::complete_heads_if_empty`]);
+//! `shared` for tables that mbc-cqrs-serverless (or any writer that does not keep heads) also
+//! writes, which are never complete. A command handler container reads the record again every
+//! [`HEADS_STATE_MAX_AGE`], so a mark reaches it within that time.
+//!
+//! **Heads not complete.** Until the record says `complete` (and always when it says `shared`),
+//! a head is a lower bound, never the answer: another writer may have written above it. A
+//! command reads the head with what data-sync projected and the command row above the highest
+//! of these, and raises the head to what it found before it writes ([`Store::latest_version`]);
+//! an item without a head gets one, seeded from [`Store::highest_stored_version`] and its legacy
+//! head.
+//!
+//! **Keys that cannot exist.** An item id of 2044 to 2048 bytes (written before heads, or by
+//! mbc-cqrs-serverless) makes `HEAD#pk@sk` longer than DynamoDB's 2048-byte key limit
+//! ([`cqrs_keys::validate_derived_keys`]). Such an item has no head: reads never send its key
+//! ([`Store::get_head`] answers `None`), and a write of its head is refused before any request.
 //!
 //! **Legacy heads.** Heads were keyed by the item id (`HEAD#pk#sk`, [`legacy_head_key`]) before,
 //! and two items can share an id. A legacy head is used as a seed only when no other item with
@@ -35,8 +48,8 @@ use aws_sdk_dynamodb::{
         update_item::UpdateItemError,
     },
     types::{
-        AttributeValue, CancellationReason, Put, ReturnValuesOnConditionCheckFailure,
-        TransactWriteItem,
+        AttributeValue, CancellationReason, KeysAndAttributes, Put,
+        ReturnValuesOnConditionCheckFailure, TransactWriteItem,
     },
 };
 use cqrs_item::Item;
@@ -73,6 +86,34 @@ fn string<'a>(item: &'a Attributes, name: &str) -> Option<&'a str> {
     }
 }
 
+/// The head key of `pk` / `sk`, or why DynamoDB could not store it: an item id (`pk#sk`) of 2044
+/// to 2048 bytes (written before heads, or by mbc-cqrs-serverless) makes `HEAD#pk@sk` longer than
+/// its 2048-byte key limit ([`cqrs_keys::validate_derived_keys`]). Such an item has no head, and
+/// never gets one.
+fn checked_head_key(pk: &str, sk: &str) -> Result<String, cqrs_keys::KeyError> {
+    cqrs_keys::validate_derived_keys(pk, cqrs_keys::remove_sort_key_version(sk))?;
+    Ok(head_key(pk, sk))
+}
+
+/// [`checked_head_key`] for a write: a key that cannot exist is an error of the caller, which
+/// refuses such items first (the command handler with a 400, the seed by listing them).
+fn writable_head_key(pk: &str, sk: &str) -> Result<String, StoreError> {
+    checked_head_key(pk, sk).map_err(|e| {
+        StoreError::Conversion(cqrs_item::ConversionError::Invalid {
+            field: "sk".into(),
+            reason: e.to_string(),
+        })
+    })
+}
+
+/// How long the command handler keeps the heads state it read before reading it again: a mark
+/// (`cqrs heads mark`, the seed's `complete`) reaches every warm container within this time.
+///
+/// ```
+/// assert_eq!(cqrs_store::head::HEADS_STATE_MAX_AGE.as_secs(), 60);
+/// ```
+pub const HEADS_STATE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Whether every item of a deployment has a head ([module docs](self)).
 ///
 /// ```
@@ -85,11 +126,12 @@ fn string<'a>(item: &'a Attributes, name: &str) -> Option<&'a str> {
 pub enum HeadsState {
     /// Every item has a head: a missing head means the item does not exist.
     Complete,
-    /// Some items may have no head yet (no state record): a command on an item without a head
-    /// seeds it from the stored versions first.
+    /// Some items may have no head yet (no state record): a head is a lower bound, and a command
+    /// reads the stored versions above it first ([`Store::latest_version`]).
     Incomplete,
     /// A writer that does not keep heads (mbc-cqrs-serverless, `Store::put_command`) shares the
-    /// tables: never complete, whatever `cqrs heads seed` did.
+    /// tables: never complete, whatever `cqrs heads seed` did; a head is a lower bound, as with
+    /// `Incomplete`.
     Shared,
 }
 
@@ -164,7 +206,11 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub async fn get_head(&self, pk: &str, sk: &str) -> Result<Option<i64>, StoreError> {
-        self.head_at(head_key(pk, sk)).await
+        // A key DynamoDB cannot store holds no head: never send it.
+        match checked_head_key(pk, sk) {
+            Ok(key) => self.head_at(key).await,
+            Err(_) => Ok(None),
+        }
     }
 
     /// The version a legacy head (`HEAD#` + the item id, before heads were keyed by `pk` and
@@ -176,7 +222,11 @@ impl Store {
     /// # Ok(()) }
     /// ```
     pub async fn get_legacy_head(&self, id: &str) -> Result<Option<i64>, StoreError> {
-        self.head_at(legacy_head_key(id)).await
+        let key = legacy_head_key(id);
+        if key.len() > cqrs_keys::MAX_PARTITION_KEY_BYTES {
+            return Ok(None);
+        }
+        self.head_at(key).await
     }
 
     /// The value of the tenant's counter `name` (0 when it was never written), read strongly
@@ -242,11 +292,129 @@ impl Store {
         Ok(HeadsState::from_record(output.item.as_ref()))
     }
 
-    /// The heads state, and for a deployment without a state record whose command, data and
-    /// history tables are all empty, the record `complete` written first (conditionally): every
-    /// item a deployment's functions write has a head, so a stack that starts empty starts
-    /// complete. One read when the record exists; the three tables are read (one item each,
-    /// concurrently) only while it does not.
+    /// The heads state and the TTL policy of `table` for `tenant` (else `common`'s, as
+    /// [`Store::ttl_policy`] reads it at `now`, epoch seconds) in one `BatchGetItem` across the
+    /// idempotency table (the state record) and the data table (the two policy items), all
+    /// strongly consistent; keys DynamoDB leaves unprocessed are asked again (with a short
+    /// backoff, up to 8 times, then [`StoreError::Throttled`]). What a command handler container
+    /// reads before its first command: the calls of a hand-written create, which reads its TTL
+    /// policy the same way. A `table` that cannot name a policy reads the state alone.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let (state, policy) = store.heads_state_with_ttl_policy("t1", "order", 1_700_000_000).await?;
+    /// if let Some(policy) = policy {
+    ///     println!("heads {}, orders kept {} days", state.as_str(), policy.days);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn heads_state_with_ttl_policy(
+        &self,
+        tenant: &str,
+        table: &str,
+        now: i64,
+    ) -> Result<(HeadsState, Option<crate::ttl_policy::TtlPolicy>), StoreError> {
+        let Ok(sk) = cqrs_keys::master::ttl_policy_sk(table) else {
+            return Ok((self.heads_state().await?, None));
+        };
+        let own = cqrs_keys::master_pk(Some(tenant));
+        let common = cqrs_keys::master_pk(Some(cqrs_keys::TENANT_COMMON));
+        let policy_key = |pk: &str| {
+            HashMap::from([
+                ("pk".to_string(), AttributeValue::S(pk.to_string())),
+                ("sk".to_string(), AttributeValue::S(sk.clone())),
+            ])
+        };
+        let mut keys: HashMap<String, Vec<Attributes>> = HashMap::new();
+        keys.entry(self.tables.idempotency.clone())
+            .or_default()
+            .push(HashMap::from([(
+                "pk".to_string(),
+                AttributeValue::S(HEADS_STATE_KEY.to_string()),
+            )]));
+        let data_keys = keys.entry(self.tables.data.clone()).or_default();
+        data_keys.push(policy_key(&own));
+        if own != common {
+            data_keys.push(policy_key(&common));
+        }
+        let found = self
+            .batch_get_tables(keys, "BatchGetItem (heads state, TTL policy)")
+            .await?;
+        let pick = |table: &str, pk: &str, sk: Option<&str>| {
+            found
+                .iter()
+                .filter(|(t, _)| t == table)
+                .map(|(_, item)| item)
+                .find(|item| {
+                    string(item, "pk") == Some(pk)
+                        && sk.is_none_or(|sk| string(item, "sk") == Some(sk))
+                })
+                .cloned()
+        };
+        let state =
+            HeadsState::from_record(pick(&self.tables.idempotency, HEADS_STATE_KEY, None).as_ref());
+        let item = |pk: &str| {
+            pick(&self.tables.data, pk, Some(&sk))
+                .map(Item::from_attributes)
+                .transpose()
+        };
+        // `common`'s own policy is `common`'s, as `Store::ttl_policy` says.
+        let own_item = if own == common { None } else { item(&own)? };
+        let common_item = item(&common)?;
+        Ok((
+            state,
+            crate::ttl_policy::policy_of(own_item, common_item, now),
+        ))
+    }
+
+    /// One `BatchGetItem` of `keys` (by table, strongly consistent, at most 100 keys in all),
+    /// asking again for what DynamoDB left unprocessed; answers each item found with its table.
+    async fn batch_get_tables(
+        &self,
+        keys: HashMap<String, Vec<Attributes>>,
+        what: &str,
+    ) -> Result<Vec<(String, Attributes)>, StoreError> {
+        let mut pending = HashMap::with_capacity(keys.len());
+        for (table, keys) in keys {
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::Dynamo(format!("{what}: {e}")))?;
+            pending.insert(table, request);
+        }
+        let mut found = Vec::new();
+        let mut attempt = 0u32;
+        while !pending.is_empty() {
+            let output = self
+                .client
+                .batch_get_item()
+                .set_request_items(Some(pending))
+                .send()
+                .await
+                .map_err(|e| sdk_error(what, e))?;
+            for (table, items) in output.responses.unwrap_or_default() {
+                found.extend(items.into_iter().map(|item| (table.clone(), item)));
+            }
+            pending = output.unprocessed_keys.unwrap_or_default();
+            pending.retain(|_, request| !request.keys().is_empty());
+            if !pending.is_empty() {
+                attempt += 1;
+                if attempt > 8 {
+                    return Err(StoreError::Throttled(format!(
+                        "{what}: keys still unprocessed after 8 retries"
+                    )));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10u64 << attempt.min(6))).await;
+            }
+        }
+        Ok(found)
+    }
+
+    /// The heads state, and for a deployment without a state record that holds no version and no
+    /// head, the record `complete` written first (conditionally): every item a deployment's
+    /// functions write has a head, so a stack that starts empty starts complete. One read when
+    /// the record exists; while it does not, [`Store::complete_heads_if_empty_from`].
     ///
     /// ```no_run
     /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
@@ -255,6 +423,27 @@ impl Store {
     /// ```
     pub async fn complete_heads_if_empty(&self) -> Result<HeadsState, StoreError> {
         let state = self.heads_state().await?;
+        self.complete_heads_if_empty_from(state).await
+    }
+
+    /// [`Store::complete_heads_if_empty`] after the state record was read (`state`, as
+    /// [`Store::heads_state`] or [`Store::heads_state_with_ttl_policy`] answered it). Only
+    /// `Incomplete` reads more, and only what cannot be stale: a strongly consistent `Scan` with
+    /// `Limit` 1 of the command, data and history tables (concurrently); when all three are
+    /// empty, a strongly consistent `Scan` of the idempotency table for any head (`HEAD#…`, the
+    /// legacy `HEAD#id` ones included), which remembers versions whose rows are gone. Complete
+    /// only when none holds anything.
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
+    /// let state = store.heads_state().await?;
+    /// let state = store.complete_heads_if_empty_from(state).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn complete_heads_if_empty_from(
+        &self,
+        state: HeadsState,
+    ) -> Result<HeadsState, StoreError> {
         if state != HeadsState::Incomplete {
             return Ok(state);
         }
@@ -263,7 +452,7 @@ impl Store {
             self.is_empty(&self.tables.data),
             self.is_empty(&self.tables.history),
         )?;
-        if !(command && data && history) {
+        if !(command && data && history) || self.holds_heads().await? {
             return Ok(HeadsState::Incomplete);
         }
         self.mark_heads(HeadsState::Complete, "empty tables at the first command")
@@ -325,7 +514,7 @@ impl Store {
         }
     }
 
-    /// Whether `table` holds no item at all (one item read at most).
+    /// Whether `table` holds no item at all (one item read at most, strongly consistent).
     async fn is_empty(&self, table: &str) -> Result<bool, StoreError> {
         let output = self
             .client
@@ -333,16 +522,52 @@ impl Store {
             .table_name(table)
             .limit(1)
             .projection_expression("pk")
+            .consistent_read(true)
             .send()
             .await
             .map_err(|e| sdk_error("Scan (is empty)", e))?;
         Ok(output.items().is_empty() && output.last_evaluated_key().is_none())
     }
 
-    /// The latest version of `pk` / `base_sk` for a deployment whose heads are not complete: one
-    /// read of its head (and, beside it, of its legacy head); an item without a head gets one, seeded
-    /// conditionally from [`Store::highest_stored_version`] and its legacy head (when no other
-    /// item with the same id holds that version); `None` when the item has no version anywhere.
+    /// Whether the idempotency table holds any head, new (`HEAD#pk@sk`) or legacy (`HEAD#id`):
+    /// a strongly consistent scan filtered on the prefix, page by page until one is found.
+    async fn holds_heads(&self) -> Result<bool, StoreError> {
+        let mut pages = self
+            .client
+            .scan()
+            .table_name(&self.tables.idempotency)
+            .filter_expression("begins_with(pk, :head)")
+            .expression_attribute_values(":head", AttributeValue::S(legacy_head_key("")))
+            .projection_expression("pk")
+            .consistent_read(true)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("Scan (any head)", e))?;
+            if !page.items().is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The latest version of `pk` / `base_sk` for a deployment whose heads are not complete
+    /// (`incomplete` or `shared`): the head is a lower bound, never the answer, since a writer
+    /// that keeps no heads (mbc-cqrs-serverless, `Store::put_command`, an older deployment) may
+    /// have written above it.
+    ///
+    /// One round trip reads, concurrently, the head, the legacy head, the item's newest version in
+    /// the history table's `id-version-index` and the data table's version (strongly consistent).
+    /// With a head, the second is the command row after the highest of these (strongly
+    /// consistent): only when it exists are all the item's rows read. Without a head, all its
+    /// rows are read, and its legacy head counts when no other item with the same id holds that
+    /// version. When what was found is above the head (or there is no head), the head is raised
+    /// to it (conditionally, only ever up: [`Store::raise_head`]), so that the write's condition
+    /// (`latest = found`) makes the next version unique. `None` when the item has no version
+    /// anywhere.
+    ///
+    /// An item whose head key DynamoDB cannot store ([`cqrs_keys::validate_derived_keys`]) gets
+    /// no head: its latest version is still found, from the stored versions alone.
     ///
     /// ```no_run
     /// # async fn example(store: &cqrs_store::Store) -> Result<(), cqrs_store::StoreError> {
@@ -354,43 +579,76 @@ impl Store {
     /// ```
     pub async fn latest_version(&self, pk: &str, base_sk: &str) -> Result<Option<i64>, StoreError> {
         let id = generate_id(pk, base_sk);
-        let (head, legacy) =
-            futures::try_join!(self.get_head(pk, base_sk), self.get_legacy_head(&id))?;
-        if let Some(latest) = head {
-            return Ok(Some(latest));
-        }
-        let mut seed = self.highest_stored_version(pk, base_sk).await?.highest();
-        if let Some(legacy) = legacy
-            && Some(legacy) > seed
+        let (head, legacy, history, data) = futures::try_join!(
+            self.get_head(pk, base_sk),
+            self.get_legacy_head(&id),
+            self.history_version_of(&id, pk, "="),
+            self.data_version(pk, base_sk),
+        )?;
+        let projected = history.max(data);
+        let mut found = match head {
+            Some(head) => {
+                let known = head.max(projected.unwrap_or(head));
+                let above = match known.checked_add(1) {
+                    Some(next) => self.command_row_exists(pk, base_sk, next).await?,
+                    None => false,
+                };
+                if above {
+                    self.latest_command_version(pk, base_sk)
+                        .await?
+                        .max(Some(known))
+                } else {
+                    Some(known)
+                }
+            }
+            None => self
+                .latest_command_version(pk, base_sk)
+                .await?
+                .max(projected),
+        };
+        if head.is_none()
+            && let Some(legacy) = legacy
+            && Some(legacy) > found
             && !self.other_item_holds(pk, &id, legacy).await?
         {
-            seed = Some(legacy);
+            found = Some(legacy);
         }
-        let Some(seed) = seed else {
+        let Some(found) = found else {
             return Ok(None);
         };
-        let seeded = self
-            .client
-            .put_item()
-            .table_name(&self.tables.idempotency)
-            .item("pk", AttributeValue::S(head_key(pk, base_sk)))
-            .item(LATEST, AttributeValue::N(seed.to_string()))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        match seeded {
-            Ok(_) => Ok(Some(seed)),
-            // Another writer seeded it, or wrote a version, first: its head is the truth.
-            Err(e)
-                if matches!(
-                    e.as_service_error(),
-                    Some(PutItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                self.get_head(pk, base_sk).await
-            }
-            Err(e) => Err(sdk_error("PutItem (seed head)", e)),
+        if head == Some(found) || checked_head_key(pk, base_sk).is_err() {
+            return Ok(Some(found));
         }
+        if self.raise_head(pk, base_sk, found).await? {
+            return Ok(Some(found));
+        }
+        // Another writer raised it further, or wrote a version, first.
+        Ok(self.get_head(pk, base_sk).await?.max(Some(found)))
+    }
+
+    /// Whether the command table holds the row of version `version` of `pk` / `base_sk` (a
+    /// strongly consistent read of its key).
+    async fn command_row_exists(
+        &self,
+        pk: &str,
+        base_sk: &str,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.tables.command)
+            .key("pk", AttributeValue::S(pk.to_string()))
+            .key(
+                "sk",
+                AttributeValue::S(cqrs_keys::add_sort_key_version(base_sk, version)),
+            )
+            .projection_expression("pk")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem (command row)", e))?;
+        Ok(output.item.is_some())
     }
 
     /// Raises the head of `pk` / `base_sk` to `version` unless it already records as much:
@@ -409,11 +667,12 @@ impl Store {
         base_sk: &str,
         version: i64,
     ) -> Result<bool, StoreError> {
+        let key = writable_head_key(pk, base_sk)?;
         let raised = self
             .client
             .update_item()
             .table_name(&self.tables.idempotency)
-            .key("pk", AttributeValue::S(head_key(pk, base_sk)))
+            .key("pk", AttributeValue::S(key))
             .update_expression("SET #latest = :v")
             .condition_expression("attribute_not_exists(pk) OR #latest < :v")
             .expression_attribute_names("#latest", LATEST)
@@ -610,7 +869,10 @@ impl Store {
             .map_err(build)?;
         let head = Put::builder()
             .table_name(&self.tables.idempotency)
-            .item("pk", AttributeValue::S(head_key(&item.pk, &item.sk)))
+            .item(
+                "pk",
+                AttributeValue::S(writable_head_key(&item.pk, &item.sk)?),
+            )
             .item(LATEST, AttributeValue::N(item.version.to_string()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         let head = match previous {

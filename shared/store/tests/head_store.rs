@@ -175,11 +175,32 @@ async fn a_missing_head_is_seeded_from_the_highest_stored_version() {
             "{base}"
         );
     }
-    // Once seeded, the head is the truth: a later row of an old writer does not move it.
+    // Issue 36, item 2: a head is a lower bound, never the answer. A later row of a writer that
+    // keeps no head (mbc-cqrs-serverless, `Store::put_command`) is found above it, and the head
+    // is raised to it, so that the next write's condition (`latest = 4`) holds.
     store.put_command(&version("ROWS", 4), None).await.unwrap();
     assert_eq!(
         store.latest_version("PRODUCT#t1", "ROWS").await.unwrap(),
-        Some(3)
+        Some(4),
+        "a row above the head"
+    );
+    assert_eq!(store.get_head("PRODUCT#t1", "ROWS").await.unwrap(), Some(4));
+    // A version that writer wrote whose row is gone (expired) but which data-sync projected.
+    put_raw(&t, &t.data, &version("ROWS", 6).into_data_item()).await;
+    put_raw(&t, &t.history, &version("ROWS", 6)).await;
+    assert_eq!(
+        store.latest_version("PRODUCT#t1", "ROWS").await.unwrap(),
+        Some(6),
+        "a projected version above the head"
+    );
+    // The next version is unique: written on top of 6, never a second 5 or 6.
+    store
+        .write_version(&version("ROWS", 7), Some(6), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.latest_version("PRODUCT#t1", "ROWS").await.unwrap(),
+        Some(7)
     );
 }
 
@@ -376,5 +397,212 @@ async fn empty_tables_start_complete_and_shared_tables_never_are() {
             .await
             .unwrap(),
         HeadsState::Complete
+    );
+}
+
+async fn put_head(t: &TestTables, key: String) {
+    t.client
+        .put_item()
+        .table_name(&t.idempotency)
+        .item("pk", aws_sdk_dynamodb::types::AttributeValue::S(key))
+        .item(
+            "latest",
+            aws_sdk_dynamodb::types::AttributeValue::N("3".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Issue 36, item 8: the tables are empty only when no table holds a version and no head (legacy
+/// `HEAD#id` included) remembers one: a legacy head whose rows, history and data are all gone
+/// still says which versions were written, so the heads are not complete until the seed moved it.
+#[tokio::test]
+async fn a_remembered_head_keeps_the_heads_incomplete() {
+    let (store, t) = store().await;
+    put_legacy_head(&t, &cqrs_keys::generate_id("PRODUCT#t1", "GONE"), 4).await;
+    assert_eq!(
+        store.complete_heads_if_empty().await.unwrap(),
+        HeadsState::Incomplete,
+        "a legacy head alone"
+    );
+    assert_eq!(store.heads_state().await.unwrap(), HeadsState::Incomplete);
+
+    let (store, t) = self::store().await;
+    put_head(&t, cqrs_keys::head_key("PRODUCT#t1", "GONE")).await;
+    assert_eq!(
+        store.complete_heads_if_empty().await.unwrap(),
+        HeadsState::Incomplete,
+        "a head alone"
+    );
+
+    let (store, t) = self::store().await;
+    put_raw(&t, &t.history, &version("HIST", 2)).await;
+    assert_eq!(
+        store.complete_heads_if_empty().await.unwrap(),
+        HeadsState::Incomplete,
+        "history alone"
+    );
+
+    // What it decides on cannot be stale: every read is strongly consistent.
+    let log = cqrs_testkit::round_trips::CallLog::default();
+    let (_, t) = self::store().await;
+    let counted = Store::new(
+        log.client(&t.client),
+        Tables::new(&t.command, &t.data, &t.history, &t.idempotency),
+    );
+    assert_eq!(
+        counted.complete_heads_if_empty().await.unwrap(),
+        HeadsState::Complete
+    );
+    let reads: Vec<_> = log
+        .calls()
+        .into_iter()
+        .filter(|c| c.operation != "PutItem")
+        .collect();
+    let scanned: Vec<_> = reads
+        .iter()
+        .filter(|c| c.operation == "Scan")
+        .filter_map(|c| c.table.clone())
+        .collect();
+    for table in [&t.command, &t.data, &t.history, &t.idempotency] {
+        assert!(scanned.contains(table), "{table} scanned: {reads:?}");
+    }
+    assert!(
+        reads.iter().all(|c| c.consistent == Some(true)),
+        "{reads:?}"
+    );
+
+    // Records that are no heads (an idempotency record, a counter) leave the tables empty.
+    let (store, t) = self::store().await;
+    put_head(&t, "0f1e2d3c4b5a".into()).await;
+    put_head(&t, cqrs_keys::counter_key("t1", "loans#m1")).await;
+    assert_eq!(
+        store.complete_heads_if_empty().await.unwrap(),
+        HeadsState::Complete
+    );
+}
+
+/// Issue 36, item 11: the heads state and a TTL policy in one strongly consistent `BatchGetItem`
+/// across the idempotency and data tables, with the cascade of `Store::ttl_policy`.
+#[tokio::test]
+async fn the_heads_state_and_a_ttl_policy_are_one_batch_read() {
+    use cqrs_store::settings::Source;
+    let log = cqrs_testkit::round_trips::CallLog::default();
+    let (_, t) = store().await;
+    let store = Store::new(
+        log.client(&t.client),
+        Tables::new(&t.command, &t.data, &t.history, &t.idempotency),
+    );
+    let now = 1_700_000_000;
+    let policy = |tenant: &str, days: i64| {
+        let mut item = Item::example();
+        item.pk = cqrs_keys::master_pk(Some(tenant));
+        item.sk = "TTL#order".into();
+        item.id = cqrs_keys::generate_id(&item.pk, &item.sk);
+        item.ttl = None;
+        item.attributes
+            .insert("days".into(), cqrs_item::Value::from(days));
+        item
+    };
+    let read = || store.heads_state_with_ttl_policy("t1", "order", now);
+    assert_eq!(read().await.unwrap(), (HeadsState::Incomplete, None));
+    put_raw(&t, &t.data, &policy("common", 30)).await;
+    store.mark_heads(HeadsState::Shared, "test").await.unwrap();
+    let common = cqrs_store::ttl_policy::TtlPolicy {
+        days: 30,
+        source: Source::Common,
+    };
+    assert_eq!(read().await.unwrap(), (HeadsState::Shared, Some(common)));
+    assert_eq!(
+        store.ttl_policy("t1", "order", now).await.unwrap(),
+        Some(common)
+    );
+    put_raw(&t, &t.data, &policy("t1", 3)).await;
+    let mut deleted = policy("t2", 5);
+    deleted.is_deleted = true;
+    put_raw(&t, &t.data, &deleted).await;
+    store
+        .mark_heads(HeadsState::Incomplete, "test")
+        .await
+        .unwrap();
+    store
+        .mark_heads(HeadsState::Complete, "test")
+        .await
+        .unwrap();
+    log.clear();
+    assert_eq!(
+        read().await.unwrap(),
+        (
+            HeadsState::Complete,
+            Some(cqrs_store::ttl_policy::TtlPolicy {
+                days: 3,
+                source: Source::Tenant
+            })
+        )
+    );
+    let calls = log.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(
+        (calls[0].operation.as_str(), calls[0].consistent),
+        ("BatchGetItem", Some(true))
+    );
+    // A soft-deleted tenant policy: common's applies again. `common` itself: one key.
+    assert_eq!(
+        store
+            .heads_state_with_ttl_policy("t2", "order", now)
+            .await
+            .unwrap()
+            .1,
+        Some(common)
+    );
+    assert_eq!(
+        store
+            .heads_state_with_ttl_policy("common", "order", now)
+            .await
+            .unwrap()
+            .1,
+        Some(common)
+    );
+}
+
+/// Issue 36, item 5: an item whose id is 2044 to 2048 bytes has a head key DynamoDB cannot
+/// store. It has no head (the key is never sent), its latest version comes from the stored
+/// versions alone, and writing its head is an error that names the limit, not DynamoDB's
+/// refusal.
+#[tokio::test]
+async fn an_item_whose_head_key_cannot_exist_has_no_head() {
+    let (store, t) = store().await;
+    let pk = format!("PRODUCT#t1#{}", "x".repeat(1034));
+    let sk = "s".repeat(1000);
+    assert!(cqrs_keys::head_key(&pk, &sk).len() > 2048);
+    for v in 1..=2 {
+        store
+            .put_command(&version_in(&pk, &sk, v), None)
+            .await
+            .unwrap();
+    }
+    put_raw(&t, &t.history, &version_in(&pk, &sk, 3)).await;
+    assert_eq!(store.get_head(&pk, &sk).await.unwrap(), None);
+    assert_eq!(
+        store
+            .get_legacy_head(&cqrs_keys::generate_id(&pk, &sk))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.latest_version(&pk, &sk).await.unwrap(), Some(3));
+    let err = store.raise_head(&pk, &sk, 3).await.unwrap_err();
+    assert!(err.to_string().contains("2048"), "{err}");
+    assert!(!err.is_transient(), "{err}");
+    let err = store
+        .write_version(&version_in(&pk, &sk, 4), Some(3), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("2048"), "{err}");
+    assert_eq!(
+        store.latest_command_version(&pk, &sk).await.unwrap(),
+        Some(2),
+        "nothing written"
     );
 }

@@ -40,6 +40,10 @@ pub struct Call {
     pub table: Option<String>,
     /// The `pk` of a single-item call (`GetItem`, `PutItem`, `UpdateItem`, `DeleteItem`).
     pub pk: Option<String>,
+    /// Whether a read asked for strongly consistent reads (`ConsistentRead`; for a
+    /// `BatchGetItem`, `true` only when every table's keys did); `None` for writes and other
+    /// calls.
+    pub consistent: Option<bool>,
     /// When the SDK began the call.
     pub start: Instant,
     /// When it ended (`None` while it runs).
@@ -113,34 +117,46 @@ impl CallLog {
     }
 }
 
-/// The table and `pk` of a single-item call, read from its input.
+/// The table and `pk` of a single-item call and whether a read is strongly consistent, read
+/// from its input.
 fn target(
     context: &BeforeSerializationInterceptorContextRef<'_>,
-) -> (Option<String>, Option<String>) {
+) -> (Option<String>, Option<String>, Option<bool>) {
     use aws_sdk_dynamodb::operation::{
-        delete_item::DeleteItemInput, get_item::GetItemInput, put_item::PutItemInput,
-        query::QueryInput, scan::ScanInput, update_item::UpdateItemInput,
+        batch_get_item::BatchGetItemInput, delete_item::DeleteItemInput, get_item::GetItemInput,
+        put_item::PutItemInput, query::QueryInput, scan::ScanInput, update_item::UpdateItemInput,
     };
     let pk = |key: Option<&std::collections::HashMap<String, AttributeValue>>| {
         key.and_then(|k| k.get("pk"))
             .and_then(|v| v.as_s().ok())
             .cloned()
     };
+    let consistent = |flag: Option<bool>| Some(flag.unwrap_or(false));
     let input = context.input();
     if let Some(i) = input.downcast_ref::<GetItemInput>() {
-        (i.table_name.clone(), pk(i.key.as_ref()))
+        (
+            i.table_name.clone(),
+            pk(i.key.as_ref()),
+            consistent(i.consistent_read),
+        )
     } else if let Some(i) = input.downcast_ref::<PutItemInput>() {
-        (i.table_name.clone(), pk(i.item.as_ref()))
+        (i.table_name.clone(), pk(i.item.as_ref()), None)
     } else if let Some(i) = input.downcast_ref::<UpdateItemInput>() {
-        (i.table_name.clone(), pk(i.key.as_ref()))
+        (i.table_name.clone(), pk(i.key.as_ref()), None)
     } else if let Some(i) = input.downcast_ref::<DeleteItemInput>() {
-        (i.table_name.clone(), pk(i.key.as_ref()))
+        (i.table_name.clone(), pk(i.key.as_ref()), None)
     } else if let Some(i) = input.downcast_ref::<QueryInput>() {
-        (i.table_name.clone(), None)
+        (i.table_name.clone(), None, consistent(i.consistent_read))
     } else if let Some(i) = input.downcast_ref::<ScanInput>() {
-        (i.table_name.clone(), None)
+        (i.table_name.clone(), None, consistent(i.consistent_read))
+    } else if let Some(i) = input.downcast_ref::<BatchGetItemInput>() {
+        let all = i
+            .request_items
+            .as_ref()
+            .is_some_and(|r| r.values().all(|k| k.consistent_read == Some(true)));
+        (None, None, Some(all))
     } else {
-        (None, None)
+        (None, None, None)
     }
 }
 
@@ -162,12 +178,13 @@ impl Intercept for CallLog {
             .load::<Metadata>()
             .map(|m| m.name().to_string())
             .unwrap_or_default();
-        let (table, pk) = target(context);
+        let (table, pk, consistent) = target(context);
         let mut calls = self.calls.lock().map_err(|e| e.to_string())?;
         calls.push(Call {
             operation,
             table,
             pk,
+            consistent,
             start: Instant::now(),
             end: None,
         });
@@ -201,6 +218,7 @@ mod tests {
             operation: "X".into(),
             table: None,
             pk: None,
+            consistent: None,
             start: base + std::time::Duration::from_millis(start),
             end: Some(base + std::time::Duration::from_millis(end)),
         }
@@ -252,5 +270,7 @@ mod against_dynamodb_local {
         let first = &log.calls()[0];
         assert_eq!(first.table.as_deref(), Some(tables.data.as_str()));
         assert_eq!(first.pk.as_deref(), Some("P#t1"));
+        assert_eq!(first.consistent, Some(false), "not asked for");
+        assert_eq!(log.calls()[2].consistent, None, "not a read");
     }
 }

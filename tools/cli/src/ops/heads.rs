@@ -17,6 +17,11 @@
 //! 2. **command rows**, 3. **history rows**, 4. **data items**: each item's highest version in
 //!    the table.
 //!
+//! An item whose id is 2044 to 2048 bytes (written before heads, or by mbc-cqrs-serverless) cannot
+//! have a head: `HEAD#pk@sk` would be over DynamoDB's 2048-byte key limit
+//! ([`cqrs_keys::validate_derived_keys`]). The seed skips such an item and lists it (exit 1); the
+//! command handler refuses every command on it (400), so the heads are complete without it.
+//!
 //! Every write only ever raises a head (`attribute_not_exists(pk) OR latest < :v`), so the seed
 //! is safe while commands run: a command based on a head the seed raised fails its condition
 //! and reads again, and a head a command moved is never lowered. After each page the position
@@ -24,7 +29,9 @@
 //!
 //! `status` prints the state; `mark shared` records that a writer which keeps no heads
 //! (mbc-cqrs-serverless, `Store::put_command`) shares the tables, so they are never complete;
-//! `mark incomplete` removes the state record.
+//! `mark incomplete` removes the state record. A mark (and the seed's `complete`) reaches every
+//! command-handler container within [`HEADS_STATE_MAX_AGE`] (60 s): each reads the state again
+//! that often.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +39,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use cqrs_keys::split_id;
-use cqrs_store::head::{SeedPage, StoredVersion, VersionTable};
+use cqrs_store::head::{HEADS_STATE_MAX_AGE, SeedPage, StoredVersion, VersionTable};
 use cqrs_store::{HeadsState, Store};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -63,8 +70,9 @@ pub enum HeadsCommand {
         json: bool,
     },
     /// Give every stored item a head (moving legacy id-keyed heads), then mark the heads
-    /// complete. Resumable, conditional, safe while commands run. Exit 1 when collided ids or
-    /// orphan legacy heads were found (each is listed).
+    /// complete. Resumable, conditional, safe while commands run. Exit 1 when collided ids,
+    /// orphan legacy heads or items whose head key would be over 2048 bytes (skipped) were found
+    /// (each is listed).
     Seed {
         /// Rows read per scan page; the checkpoint is written after every page.
         #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10000))]
@@ -151,6 +159,16 @@ struct Orphan {
     seeded: Option<(String, String)>,
 }
 
+/// An item whose head key DynamoDB cannot store, skipped by the seed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TooLong {
+    pk: String,
+    sk: String,
+    /// The length `HEAD#pk@sk` would have.
+    head_key_bytes: usize,
+}
+
 /// What the seed did (summed over resumed runs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -164,6 +182,12 @@ struct Summary {
     collisions_found: u64,
     orphans: Vec<Orphan>,
     orphans_found: u64,
+    /// Every item skipped because its head key cannot exist (each once, whichever tables hold
+    /// it: such ids are within 4 bytes of the limit, so they are few).
+    #[serde(default)]
+    keys_too_long: Vec<TooLong>,
+    #[serde(default)]
+    keys_too_long_found: u64,
 }
 
 /// The checkpoint: which tables, which phase, where in it, and what was done so far.
@@ -247,6 +271,12 @@ async fn mark(store: &Store, state: Marked) -> Result<ExitCode, String> {
         .await
         .map_err(|e| e.to_string())?;
     println!("heads: {}", now.as_str());
+    println!(
+        "  every command-handler container reads it within {} s: a command that starts {} s \
+         from now is decided on it (wait that long before another writer starts writing)",
+        HEADS_STATE_MAX_AGE.as_secs(),
+        HEADS_STATE_MAX_AGE.as_secs()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -391,11 +421,24 @@ async fn seed(
                 }
             );
         }
+        for t in summary.keys_too_long.iter().take(LISTED) {
+            println!(
+                "  skipped {} / {}: its head key would be {} bytes, over DynamoDB's 2048 (commands \
+                 on it are refused)",
+                t.pk, t.sk, t.head_key_bytes
+            );
+        }
+        if summary.keys_too_long.len() > LISTED {
+            println!(
+                "  ... and {} more skipped (--json lists them all)",
+                summary.keys_too_long.len() - LISTED
+            );
+        }
         if state == HeadsState::Shared {
             println!("  the tables are marked shared: commands keep reading stored versions first");
         }
     }
-    let found = summary.collisions_found + summary.orphans_found;
+    let found = summary.collisions_found + summary.orphans_found + summary.keys_too_long_found;
     Ok(if found > 0 {
         ExitCode::from(EXIT_DIFFERENCE)
     } else {
@@ -448,16 +491,39 @@ async fn versions_page(
         let slot = highest.entry((v.pk, v.base_sk)).or_insert(v.version);
         *slot = (*slot).max(v.version);
     }
-    let heads = highest
-        .into_iter()
-        .map(|((pk, base_sk), version)| StoredVersion {
+    let summary = &mut checkpoint.summary;
+    let mut heads = Vec::with_capacity(highest.len());
+    for ((pk, base_sk), version) in highest {
+        if cqrs_keys::validate_derived_keys(&pk, &base_sk).is_err() {
+            skip_too_long(summary, pk, base_sk);
+            continue;
+        }
+        heads.push(StoredVersion {
             pk,
             base_sk,
             version,
-        })
-        .collect();
-    raise_all(store, heads, &mut checkpoint.summary).await?;
+        });
+    }
+    raise_all(store, heads, summary).await?;
     Ok(page.next)
+}
+
+/// Lists an item whose head key cannot exist (once, whichever tables hold it).
+fn skip_too_long(summary: &mut Summary, pk: String, sk: String) {
+    if summary
+        .keys_too_long
+        .iter()
+        .any(|t| t.pk == pk && t.sk == sk)
+    {
+        return;
+    }
+    summary.keys_too_long_found += 1;
+    let head_key_bytes = cqrs_keys::head_key(&pk, &sk).len();
+    summary.keys_too_long.push(TooLong {
+        pk,
+        sk,
+        head_key_bytes,
+    });
 }
 
 /// One page of legacy heads: each moved to the one item of its id, or reported.
