@@ -14,12 +14,21 @@
 //! - **guard** the write with conditions of the same transaction ([`HookCommand::counter`],
 //!   [`HookCommand::guard`]): a rule across items read through an index is racy, a guard is not.
 //!   When a guard does not hold, nothing is written and the caller gets the refusal the hook gave
-//!   with it.
+//!   with it. Counters of one name are one guard (their deltas summed, the tightest `at_most` kept
+//!   with its refusal); a command takes at most [`MAX_GUARDS`] (97) guards after that, DynamoDB's
+//!   100 transaction items less the 3 the command writes itself (its version row, its head, its
+//!   idempotency record, counted with or without an `Idempotency-Key`), and no guard on one of
+//!   those three items nor two on one item: otherwise the hook is at fault, a 500 whose logged
+//!   detail names the hook's entity and the guard ([`cqrs_store::guard::prepare`]).
 //!
 //! A hook cannot change the keys, the tenant, the version or the audit fields: it sees them read
 //! only, and an attribute change that would move the item's `pk` or `sk` is refused as a fault of
 //! the hook (500). Its error writes nothing. A command that retries for the latest version
 //! (`version: -1`) runs the hook once per attempt.
+//!
+//! A hook's refusal of a request that carries an `Idempotency-Key` is answered only once the key's
+//! record says that no earlier request with it was written: a retry of a written command gets the
+//! first answer (its replay), even when the hook would refuse it now.
 //!
 //! ```
 //! use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
@@ -57,6 +66,7 @@ use cqrs_item::{Item, Value};
 use cqrs_problem::ApiError;
 use cqrs_store::Store;
 use cqrs_store::guard::Guard;
+pub use cqrs_store::guard::MAX_GUARDS;
 
 /// What [`CommandHook::before_write`] returns: `Ok` lets the command go on (with what the hook
 /// adjusted and the guards it added), an error is the caller's answer and nothing is written.

@@ -295,13 +295,9 @@ async fn handle_command(
     }
     caller.authorize_write(&input.pk)?;
     let idempotency_key = idempotency_key(request)?;
-    // Both cached per container: on a warm container neither reads.
-    let (policy, heads) = tokio::join!(
-        ttl_policy::apply(app, &mut input, entity),
-        heads::knowledge(app)
-    );
-    policy?;
-    let heads = heads?;
+    // The TTL policy and the heads state, both cached per container: on a warm container neither
+    // reads; a cold one reads both in one BatchGetItem.
+    let heads = heads::prepare(app, &mut input, entity).await?;
     let audit = Audit {
         ip: source_ip(request),
         request_id: idempotency_key.unwrap_or(request_id).to_string(),
@@ -366,10 +362,12 @@ async fn handle_command(
                     .into(),
             )),
         },
-        // Refused by the version rules before the transaction: a retry of a request that was
-        // written is refused so too (its version now exists), and its record says so. The read
-        // is on this refusal path only.
-        Err(refusal @ (ApiError::VersionConflict { .. } | ApiError::NotFound(_))) => {
+        // Refused before the transaction's idempotency condition could answer (the version
+        // rules, a command hook's refusal, the checks of the new version, a guard that cannot
+        // hold): a retry of a request that was written may be refused so now (its version
+        // exists, the hook's state moved on), and its record says it was written. Any 4xx is
+        // answered from the record when there is one. The read is on these refusal paths only.
+        Err(refusal) if (400..500).contains(&refusal.status()) => {
             match app.store.get_idempotency(&record.key).await? {
                 Some(first) => replay(&first, request.method(), body),
                 None => Err(refusal),

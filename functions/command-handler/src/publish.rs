@@ -33,7 +33,7 @@ use cqrs_store::{IdempotencyRecord, Store, StoreError};
 use crate::entity::{ModelEntity, apply};
 use crate::hooks::{CommandHook, HookCommand};
 use crate::input::CommandInput;
-use cqrs_store::guard::Guard;
+use cqrs_store::guard::{self, CommandKeys, Guard};
 
 /// How many times a `version: -1` write re-reads the latest version after losing a race.
 pub const LATEST_RETRIES: usize = 5;
@@ -180,7 +180,15 @@ pub async fn publish_command(
         let mut item = build_item(input, mode, previous, base.as_ref(), audit, entity)?;
         let guards = match hook {
             Some(hook) => {
-                run_hook(hook, store, &audit.caller, entity, &mut item, base.as_ref()).await?
+                let guards =
+                    run_hook(hook, store, &audit.caller, entity, &mut item, base.as_ref()).await?;
+                let keys = CommandKeys {
+                    tables: store.tables(),
+                    pk: &item.pk,
+                    sk: &item.sk,
+                    record: idempotency.map(|r| r.key.as_str()),
+                };
+                guard::prepare(guards, &keys).map_err(|e| hook_fault(entity, e))?
             }
             None => Vec::new(),
         };
@@ -539,6 +547,14 @@ fn finish_item(entity: Option<ModelEntity<'_>>, item: &mut Item) -> Result<(), A
         .map_err(|e| ApiError::bad_field("attributes", e))?;
     check_limits(&attributes).map_err(|e| ApiError::bad_field("attributes", e))?;
     Ok(())
+}
+
+/// The 500 of guards a command hook added that its transaction cannot take ([`guard::prepare`]): a
+/// fault of the service's hook, named with its entity in the logged detail (the caller sees the
+/// internal problem and the request id).
+fn hook_fault(entity: Option<ModelEntity<'_>>, error: guard::GuardError) -> ApiError {
+    let name = entity.map_or("?", |e| e.entity.name.as_str());
+    ApiError::Internal(format!("the command hook of entity {name}: {error}"))
 }
 
 /// Runs the entity's command hook on the new version `item` (built on `base`), then the model's

@@ -472,3 +472,63 @@ async fn the_change_logs_partitions_are_refused_to_commands() {
     );
     assert_eq!(h.command_count().await, 0, "nothing written");
 }
+
+#[tokio::test]
+async fn the_frameworks_own_partitions_are_refused_to_commands() {
+    let h = Harness::new().await;
+    for (caller, pk) in [
+        (&USER_T1, "HEAD#t1"),
+        (&USER_T1, "HEADS#t1"),
+        (&SYSTEM_ADMIN, "HEADS#STATE"),
+    ] {
+        let (status, problem) = h.post(caller, command(pk, "P1", 0)).await;
+        assert_eq!(status, 400, "{pk}: {problem}");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("reserved"),
+            "{pk}: {problem}"
+        );
+    }
+    assert_eq!(h.command_count().await, 0, "nothing written");
+}
+
+/// Issue 36 (4): a keyed retry of a written `PATCH` (`version: -1`) gets its replay, although by
+/// now the merge into the newest version would be refused before the transaction (a `413`: another
+/// writer made the item nearly 400 KB).
+#[tokio::test]
+async fn a_keyed_retry_gets_its_replay_not_a_refusal_decided_before_the_write() {
+    let h = Harness::new().await;
+    let (status, answer) = h.post(&USER_T1, command("PRODUCT#t1", "BIG", 0)).await;
+    assert_eq!(status, 202, "{answer}");
+    let patch = json!({"pk": "PRODUCT#t1", "sk": "BIG", "version": -1,
+                       "attributes": {"note": "n".repeat(20_000)}})
+    .to_string();
+    let key = [("idempotency-key", "k-patch")];
+    let (status, first, _) = h.send(event("PATCH", &USER_T1, &patch, &key)).await;
+    assert_eq!(status, 202, "{first}");
+    // Another writer replaces the item with one of 395 KB (without the note): the same merge
+    // would now be over DynamoDB's 400 KB.
+    let big = json!({"pk": "PRODUCT#t1", "sk": "BIG", "version": -1,
+                     "attributes": {"blob": "b".repeat(395_000)}});
+    let (status, answer) = h.post(&USER_T1, big).await;
+    assert_eq!(status, 202, "{answer}");
+    let (status, fresh, _) = h
+        .send(event(
+            "PATCH",
+            &USER_T1,
+            &patch,
+            &[("idempotency-key", "k-new")],
+        ))
+        .await;
+    assert_eq!(status, 413, "a new request is refused: {fresh}");
+    let (status, retry, response) = h.send(event("PATCH", &USER_T1, &patch, &key)).await;
+    assert_eq!(
+        (status, &retry),
+        (202, &first),
+        "the retry is the first answer"
+    );
+    assert_eq!(response.headers()["idempotent-replayed"], "true");
+    assert_eq!(h.versions("PRODUCT#t1", "BIG").await.len(), 3);
+}

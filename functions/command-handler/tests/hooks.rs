@@ -243,3 +243,277 @@ fn a_hook_on_an_entity_the_model_lacks_is_refused_at_start() {
         .unwrap_err();
     assert!(error.contains("laon"), "{error}");
 }
+
+// ---- Issue 36 (4): an idempotent retry gets the replay, never a refusal decided before the write.
+
+/// A rule on state outside the command: loans are refused while the library is closed.
+struct OpeningHours(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl CommandHook for OpeningHours {
+    fn before_write<'a>(&'a self, _command: &'a mut HookCommand<'_>) -> HookFuture<'a> {
+        Box::pin(async move {
+            if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(ApiError::refused(
+                    409,
+                    "urn:library:closed",
+                    "Closed",
+                    "the library is closed",
+                ));
+            }
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_retry_with_the_same_key_gets_the_first_answer_not_the_hooks_later_refusal() {
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut h = Harness::new().await;
+    let model = cqrs_model::Model::parse(LIBRARY).unwrap();
+    h.app = App::new(h.app.store.clone(), CallerMode::Jwt, model)
+        .with_hooks(Hooks::new().on("loan", OpeningHours(closed.clone())))
+        .unwrap();
+    let mut body = loan("m1", "b1");
+    body["attributes"]["loanId"] = json!("L1");
+    let send = |key: &'static str| {
+        let body = body.to_string();
+        let h = &h;
+        async move {
+            let (status, answer, _) = h
+                .send(common::event(
+                    "POST",
+                    &USER_T1,
+                    &body,
+                    &[("idempotency-key", key)],
+                ))
+                .await;
+            (status, answer)
+        }
+    };
+    let (status, first) = send("k-loan-1").await;
+    assert_eq!(status, 202, "{first}");
+    // The library closes: the hook would now refuse the same command.
+    closed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, retry) = send("k-loan-1").await;
+    assert_eq!(
+        (status, &retry),
+        (202, &first),
+        "a retry of a written command is answered as the first was"
+    );
+    // A new request (a new key) is refused, and nothing more was written.
+    let (status, refused) = send("k-loan-2").await;
+    assert_eq!(
+        (status, &refused["type"]),
+        (409, &json!("urn:library:closed"))
+    );
+    assert_eq!(h.command_count().await, 1);
+}
+
+// ---- Issue 36 (6): the guards a hook adds are checked before the transaction.
+
+/// What [`GuardPlay`] adds to every command.
+#[derive(Clone)]
+enum Play {
+    /// Counters `(name, delta, at_most, refusal type)`.
+    Counters(Vec<(&'static str, i64, i64, &'static str)>),
+    /// `n` counters of distinct names, `+1` up to 1.
+    Many(usize),
+    /// A condition check on the version row the command writes.
+    OwnRow,
+    /// A condition check on the item's head.
+    OwnHead,
+    /// Two condition checks on one item of the data table.
+    SameItemTwice,
+}
+
+struct GuardPlay(Play);
+
+fn refusal(problem_type: &str) -> ApiError {
+    ApiError::refused(409, problem_type, "Refused", problem_type.to_string())
+}
+
+impl CommandHook for GuardPlay {
+    fn before_write<'a>(&'a self, command: &'a mut HookCommand<'_>) -> HookFuture<'a> {
+        use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
+        Box::pin(async move {
+            let check = |table: &str, key: Vec<(&str, String)>| {
+                let mut check = ConditionCheck::builder()
+                    .table_name(table)
+                    .condition_expression("attribute_not_exists(pk) OR attribute_exists(pk)");
+                for (name, value) in key {
+                    check = check.key(name, AttributeValue::S(value));
+                }
+                TransactWriteItem::builder()
+                    .condition_check(check.build().unwrap())
+                    .build()
+            };
+            let tables = command.store().tables().clone();
+            let (pk, sk) = (command.item().pk.clone(), command.item().sk.clone());
+            match &self.0 {
+                Play::Counters(counters) => {
+                    for (name, delta, at_most, problem) in counters {
+                        command.counter(name, *delta, *at_most, refusal(problem))?;
+                    }
+                }
+                Play::Many(n) => {
+                    for i in 0..*n {
+                        command.counter(&format!("c{i}"), 1, 1, refusal("urn:t:many"))?;
+                    }
+                }
+                Play::OwnRow => command.guard(
+                    check(&tables.command, vec![("pk", pk), ("sk", sk)]),
+                    refusal("urn:t:row"),
+                ),
+                Play::OwnHead => command.guard(
+                    check(
+                        &tables.idempotency,
+                        vec![("pk", cqrs_keys::head_key(&pk, &sk))],
+                    ),
+                    refusal("urn:t:head"),
+                ),
+                Play::SameItemTwice => {
+                    for _ in 0..2 {
+                        command.guard(
+                            check(
+                                &tables.data,
+                                vec![("pk", "MEMBER#t1".into()), ("sk", "m1".into())],
+                            ),
+                            refusal("urn:t:twice"),
+                        );
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+async fn playing(play: Play) -> Harness {
+    let mut h = Harness::new().await;
+    let model = cqrs_model::Model::parse(LIBRARY).unwrap();
+    h.app = App::new(h.app.store.clone(), CallerMode::Jwt, model)
+        .with_hooks(Hooks::new().on("loan", GuardPlay(play)))
+        .unwrap();
+    h
+}
+
+/// Publishes a create of loan `loan_id` as the command handler does, with an idempotency record
+/// when `key` is given, and answers what `publish_command` answered.
+async fn publish(
+    h: &Harness,
+    loan_id: &str,
+    key: Option<&str>,
+) -> Result<cqrs_command_handler::publish::Published, ApiError> {
+    use cqrs_command_handler::publish::{Audit, HeadKnowledge, Mode, publish_command};
+    let caller = cqrs_caller::Caller::new("u1", "t1", vec![]);
+    let mut body = loan("m1", "b1");
+    body["attributes"]["loanId"] = json!(loan_id);
+    let mut input = cqrs_command_handler::input::parse_command(&body.to_string(), false)?;
+    let now = "2026-11-27T10:00:00.000Z".to_string();
+    let entity = cqrs_command_handler::entity::resolve(
+        &h.app.model,
+        &mut input,
+        &caller,
+        Mode::Replace,
+        &now,
+    )?;
+    let audit = Audit {
+        caller,
+        ip: "192.0.2.1".into(),
+        request_id: "r-1".into(),
+        now,
+    };
+    let record = key.map(|key| cqrs_store::IdempotencyRecord {
+        key: key.into(),
+        fingerprint: "f".into(),
+        item_pk: String::new(),
+        item_sk: String::new(),
+        item_id: String::new(),
+        version: 0,
+        ttl: 4_102_444_800,
+    });
+    publish_command(
+        &h.app.store,
+        &input,
+        Mode::Replace,
+        &audit,
+        h.app.rules(entity),
+        record.as_ref(),
+        HeadKnowledge::Complete,
+    )
+    .await
+}
+
+/// The detail of a hook's fault, which the caller sees as a 500 (and the log with its request id).
+fn fault(answer: Result<cqrs_command_handler::publish::Published, ApiError>) -> String {
+    match answer {
+        Err(ApiError::Internal(detail)) => detail,
+        other => panic!("expected the hook's fault (a 500), got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn two_counters_of_one_name_are_one_guard_their_deltas_summed_under_the_tightest_bound() {
+    let h = playing(Play::Counters(vec![
+        ("c", 1, 5, "urn:t:loose"),
+        ("c", 1, 3, "urn:t:tight"),
+        ("d", 0, 9, "urn:t:other"),
+    ]))
+    .await;
+    let mut body = loan("m1", "b1");
+    body["attributes"]["loanId"] = json!("L1");
+    let (status, answer) = h.post(&USER_T1, body.clone()).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(h.app.store.counter("t1", "c").await.unwrap(), 2);
+    // 2 + 2 > 3: the tighter bound's refusal, nothing written.
+    body["attributes"]["loanId"] = json!("L2");
+    let (status, answer) = h.post(&USER_T1, body).await;
+    assert_eq!((status, &answer["type"]), (409, &json!("urn:t:tight")));
+    assert_eq!(h.app.store.counter("t1", "c").await.unwrap(), 2);
+    assert_eq!(h.command_count().await, 1);
+}
+
+#[tokio::test]
+async fn at_most_97_guards_and_more_are_the_hooks_fault() {
+    // 97 guards, the version row, the head and the idempotency record: DynamoDB's 100.
+    let h = playing(Play::Many(97)).await;
+    let written = publish(&h, "L1", Some("k-97")).await;
+    assert!(
+        matches!(
+            written,
+            Ok(cqrs_command_handler::publish::Published::Stored(_))
+        ),
+        "{written:?}"
+    );
+    assert_eq!(h.app.store.counter("t1", "c96").await.unwrap(), 1);
+
+    let h = playing(Play::Many(98)).await;
+    // Without an idempotency record too: the cap does not depend on the client's key.
+    let detail = fault(publish(&h, "L1", None).await);
+    for part in ["command hook", "loan", "98 guards", "97"] {
+        assert!(detail.contains(part), "{part:?} not in {detail:?}");
+    }
+    let (status, problem) = h.post(&USER_T1, loan("m1", "b1")).await;
+    assert_eq!(
+        (status, &problem["type"]),
+        (500, &json!("urn:cqrs:problem:internal"))
+    );
+    assert_eq!(h.command_count().await, 0);
+    assert_eq!(h.app.store.counter("t1", "c0").await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_guard_on_the_items_own_row_or_head_or_one_item_twice_is_the_hooks_fault() {
+    for (play, names) in [
+        (Play::OwnRow, "its own version row"),
+        (Play::OwnHead, "its own head"),
+        (Play::SameItemTwice, "twice"),
+    ] {
+        let h = playing(play).await;
+        let detail = fault(publish(&h, "L1", Some("k-1")).await);
+        for part in ["command hook", "loan", names] {
+            assert!(detail.contains(part), "{part:?} not in {detail:?}");
+        }
+        assert_eq!(h.command_count().await, 0);
+    }
+}

@@ -13,7 +13,16 @@
 //! `source` `data-sync`, no `cpk`), so when the log lives in the data table the query handler
 //! serves it like any other partition (`GET /items/CQRS_CHANGE_LOG%23t1%232026-01`, the tenant's
 //! own). Its `attributes` name the version: `itemId`, `pk`, `sk` (with version), `version`,
-//! `type`, `isDeleted`, `source`, `requestId`.
+//! `type`, `isDeleted`, `source`.
+//!
+//! **An entry is read like the item it logs, and holds no idempotency key.** The query handler
+//! serves an entry only to a reader of the logged item (so `common`'s log shows a tenant no entry
+//! of an entity kept for a global `system_admin`) and never shows its `requestId`. The logged
+//! version's `requestId` (the writer's `Idempotency-Key`) is not copied into the entry: its own
+//! `requestId` is the stream record's `eventID`, the request that wrote it. Entries written
+//! before held the key in their attributes too ([`REQUEST_ID_ATTRIBUTE`]); a replay finds such an
+//! entry to be its own all the same ([`same_entry`]), and [`migrate_legacy`] moves legacy ones
+//! without it.
 //!
 //! **The prefix is reserved** ([`cqrs_keys::RESERVED_PK_PREFIXES`]): the model check refuses an
 //! entity whose partition starts with it, so no entry is ever read as an entity's item, and no
@@ -103,7 +112,8 @@ impl ChangeLog {
 }
 
 /// The log entry of `change`: its key from the version's `updatedAt` (or, when that is not an
-/// RFC 3339 time, the stream record's creation time), the tenant and the item id and version.
+/// RFC 3339 time, the stream record's creation time), the tenant and the item id and version; its
+/// `requestId` the stream record's `eventID`, never the version's (an idempotency key).
 ///
 /// ```
 /// let entry = cqrs_data_sync::change_log::entry(&cqrs_data_sync::Change::example()).unwrap();
@@ -112,6 +122,8 @@ impl ChangeLog {
 /// assert!(entry.sk.starts_with("2026-01-01T00:00:00.000Z#"));
 /// assert!(entry.sk.ends_with("-1"));
 /// assert_eq!(entry.attributes["itemId"], "PRODUCT#t1#P001");
+/// assert!(!entry.attributes.contains_key("requestId"));
+/// assert_eq!(entry.request_id, "event-1");
 /// ```
 pub fn entry(change: &Change) -> Result<Item, TargetError> {
     let item = &change.item;
@@ -130,7 +142,6 @@ pub fn entry(change: &Change) -> Result<Item, TargetError> {
     attributes.insert("type".into(), Value::from(item.item_type.clone()));
     attributes.insert("isDeleted".into(), Value::from(item.is_deleted));
     attributes.insert("source".into(), Value::from(item.source.clone()));
-    attributes.insert("requestId".into(), Value::from(item.request_id.clone()));
     Ok(Item {
         id: generate_id(&pk, &sk),
         code: item.code.clone(),
@@ -143,7 +154,7 @@ pub fn entry(change: &Change) -> Result<Item, TargetError> {
         ttl: None,
         attributes,
         source: "data-sync".into(),
-        request_id: item.request_id.clone(),
+        request_id: change.event_id.clone(),
         created_at: item.updated_at.clone(),
         created_by: item.updated_by.clone(),
         created_ip: item.updated_ip.clone(),
@@ -170,7 +181,7 @@ impl SyncTarget for ChangeLog {
             let entry = entry(change)?;
             match self.store.put_if_absent(&self.table, &entry).await? {
                 PutIfAbsent::Written => Ok(()),
-                PutIfAbsent::Present(stored) if stored.attributes == entry.attributes => Ok(()),
+                PutIfAbsent::Present(stored) if same_entry(&stored, &entry) => Ok(()),
                 PutIfAbsent::Present(stored) => Err(format!(
                     "change log entry {} / {} already logs {}",
                     entry.pk,
@@ -188,5 +199,6 @@ impl SyncTarget for ChangeLog {
 }
 
 pub use cqrs_store::change_log::{
-    LEGACY_PK_PREFIX, Migration, is_legacy_entry, migrate_legacy, month_partitions,
+    LEGACY_PK_PREFIX, Migration, REQUEST_ID_ATTRIBUTE, is_entry, is_legacy_entry, migrate_legacy,
+    month_partitions, same_entry, strip_request_id,
 };

@@ -120,3 +120,94 @@ async fn legacy_rows_move_to_the_reserved_prefix_once_and_nothing_else_moves() {
         (0, 0, 0)
     );
 }
+
+/// A change whose version was written with `Idempotency-Key: k-secret`.
+fn keyed_change() -> cqrs_data_sync::Change {
+    let mut change = cqrs_data_sync::Change::example();
+    change.item.request_id = "k-secret".into();
+    change
+}
+
+/// The entry of an older release: the idempotency key copied into its attributes and at its top.
+fn entry_as_written_before(change: &cqrs_data_sync::Change) -> Item {
+    let mut entry = change_log::entry(change).unwrap();
+    entry.attributes.insert(
+        "requestId".into(),
+        cqrs_item::Value::from(change.item.request_id.clone()),
+    );
+    entry.request_id = change.item.request_id.clone();
+    entry
+}
+
+/// A log entry names the version it logs, never the idempotency key that wrote it: the log may be
+/// read by other callers than the writer (`common`'s log by every tenant).
+#[test]
+fn an_entry_holds_no_idempotency_key() {
+    let entry = change_log::entry(&keyed_change()).unwrap();
+    let text = serde_json::to_string(&entry).unwrap();
+    assert!(!text.contains("k-secret"), "{text}");
+    assert_eq!(entry.attributes["itemId"], "PRODUCT#t1#P001");
+}
+
+/// After the upgrade, a replayed record whose entry an older release wrote (with the key in its
+/// attributes) finds it the same entry: no record failure.
+#[tokio::test]
+async fn a_replay_finds_an_entry_written_with_the_key_before_as_the_same() {
+    let tables = cqrs_testkit::fresh_tables().await;
+    let store = store(&tables);
+    let change = keyed_change();
+    let old = entry_as_written_before(&change);
+    store.put_if_absent(&tables.data, &old).await.unwrap();
+    let log = ChangeLog::new(store, &tables.data);
+    cqrs_data_sync::SyncTarget::apply(&log, &change)
+        .await
+        .expect("the entry written before is this version's");
+    let stored = scan(&tables, &tables.data).await;
+    assert_eq!(stored, vec![old], "the stored entry is left as it is");
+}
+
+/// `migrate_legacy` moves an older entry without the idempotency key it held, and a second run
+/// over a twin moved with it (by an older release's migrate) counts it as already moved.
+#[tokio::test]
+async fn a_legacy_entry_moves_without_its_idempotency_key() {
+    let tables = cqrs_testkit::fresh_tables().await;
+    let store = store(&tables);
+    let change = keyed_change();
+    let current = change_log::entry(&change).unwrap();
+    let mut legacy = entry_as_written_before(&change);
+    legacy.pk = current.pk.replacen(
+        cqrs_keys::CHANGE_LOG_PK_PREFIX,
+        change_log::LEGACY_PK_PREFIX,
+        1,
+    );
+    legacy.id = cqrs_keys::generate_id(&legacy.pk, &legacy.sk);
+    legacy.item_type = change_log::LEGACY_PK_PREFIX.into();
+    store.put_if_absent(&tables.data, &legacy).await.unwrap();
+    let report = change_log::migrate_legacy(&store, &tables.data)
+        .await
+        .unwrap();
+    assert_eq!((report.moved, report.conflicts), (1, 0));
+    let moved = scan(&tables, &tables.data).await;
+    assert_eq!(moved.len(), 1);
+    assert!(
+        !moved[0].attributes.contains_key("requestId"),
+        "{:?}",
+        moved[0].attributes
+    );
+
+    // A twin an older migrate moved with the key: the same entry, so the legacy row goes.
+    let tables = cqrs_testkit::fresh_tables().await;
+    let store = self::store(&tables);
+    let mut twin = entry_as_written_before(&change);
+    twin.pk = current.pk.clone();
+    twin.id = current.id.clone();
+    store.put_if_absent(&tables.data, &twin).await.unwrap();
+    store.put_if_absent(&tables.data, &legacy).await.unwrap();
+    let report = change_log::migrate_legacy(&store, &tables.data)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.moved, report.already_moved, report.conflicts),
+        (0, 1, 0)
+    );
+}

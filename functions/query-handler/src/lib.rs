@@ -29,6 +29,17 @@
 //! only to the item's own tenant and to a global `system_admin`; any other reader (another
 //! tenant reading a `common` item) gets the item without them, on every route ([`ItemView`]).
 //!
+//! **The framework's own partitions.** A partition starting with a prefix the framework keeps
+//! ([`cqrs_keys::RESERVED_PK_PREFIXES`]: `HEAD`, `HEADS`) is refused on every route, to every
+//! caller (403), before anything is read; the change log's (`CQRS_CHANGE_LOG`, when
+//! `CHANGE_LOG_TABLE` is the data table) is read like any partition of its tenant, entry by
+//! entry: an entry ([`cqrs_store::change_log::is_entry`]) is served only to a caller who may read
+//! the item it logs (its `attributes.pk`, by the same tenant and `common` rules, so an entry of a
+//! `read = "system_admin"` entity only to a global `system_admin`), and never with a `requestId`
+//! (the idempotency key entries of older releases hold). An entry the caller may not see is
+//! absent: a 404 alone, left out of a listing, whose page may then hold fewer than `limit`
+//! entries (its cursor goes on past them).
+//!
 //! Single items carry a strong `ETag` holding their version (`"3"`); a matching `If-None-Match`
 //! answers `304 Not Modified` with no body. The latest state also says where it came from in the
 //! [`READ_SOURCE_HEADER`] header: `data` (the data table) or `command` (the command table, when
@@ -51,8 +62,8 @@ use std::sync::{Arc, OnceLock};
 use cqrs_caller::{Caller, CallerMode, Readers, request_id, request_path};
 use cqrs_item::Item;
 use cqrs_keys::{
-    MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, generate_id, tenant_code, validate_partition_key,
-    validate_sort_key,
+    CHANGE_LOG_PK_PREFIX, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES, generate_id,
+    reserved_prefix, tenant_code, validate_partition_key, validate_sort_key,
 };
 use cqrs_model::{Model, ModelErrors, ReadRule};
 use cqrs_problem::ApiError;
@@ -225,7 +236,9 @@ pub const AUDIT_FIELDS: [&str; 5] = [
 ];
 
 /// An item as one caller may see it: whole for the item's own tenant and a global `system_admin`,
-/// without the [`AUDIT_FIELDS`] for anyone else.
+/// without the [`AUDIT_FIELDS`] for anyone else. A change log entry
+/// ([`cqrs_store::change_log::is_entry`]) never shows a `requestId`, neither its own nor the one
+/// older releases copied into its attributes (an idempotency key).
 ///
 /// ```
 /// use cqrs_caller::Caller;
@@ -261,7 +274,10 @@ impl ItemView {
     /// let own = cqrs_caller::Caller::new("u", "t1", vec![]);
     /// assert!(cqrs_query_handler::ItemView::for_caller(item, &own).audit);
     /// ```
-    pub fn for_caller(item: Item, caller: &Caller) -> Self {
+    pub fn for_caller(mut item: Item, caller: &Caller) -> Self {
+        if cqrs_store::change_log::is_entry(&item) {
+            cqrs_store::change_log::strip_request_id(&mut item);
+        }
         let owner = tenant_code(&item.pk).filter(|t| *t == item.tenant_code);
         let audit = caller.is_system_admin() || owner.is_some_and(|t| caller.sees_audit_of(t));
         ItemView { item, audit }
@@ -270,18 +286,24 @@ impl ItemView {
 
 impl Serialize for ItemView {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if self.audit {
+        let entry = cqrs_store::change_log::is_entry(&self.item);
+        if self.audit && !entry {
             return self.item.serialize(serializer);
         }
         // The item's own JSON, member by member, each value kept as its exact text (numbers
-        // included), without the audit members.
+        // included), without the audit members (and an entry without its `requestId`).
         use serde::ser::Error;
         let text = serde_json::to_string(&self.item).map_err(S::Error::custom)?;
         let members: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
             serde_json::from_str(&text).map_err(S::Error::custom)?;
         let mut map = serializer.serialize_map(None)?;
         for (name, value) in &members {
-            if !AUDIT_FIELDS.contains(&name.as_str()) {
+            let hidden = if self.audit {
+                name == "requestId"
+            } else {
+                AUDIT_FIELDS.contains(&name.as_str())
+            };
+            if !hidden {
                 map.serialize_entry(name, value)?;
             }
         }
@@ -428,6 +450,13 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
     // is loaded for `common` partitions only, never for the caller's own tenant).
     let pk = decode_segment("pk", pk)?;
     validate_partition_key(&pk).map_err(|e| ApiError::bad_field("pk", e))?;
+    if let Some(prefix) = reserved_prefix(&pk)
+        && prefix != CHANGE_LOG_PK_PREFIX
+    {
+        return Err(ApiError::Forbidden(format!(
+            "partitions starting with {prefix} hold the framework's own records: no route reads them"
+        )));
+    }
     caller.authorize_read_with(&pk, || app.partition_readers(&pk))?;
     let headers = request.headers();
     let reader = Reader {
@@ -465,8 +494,49 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn view(&self, item: Item) -> ItemView {
-        ItemView::for_caller(item, self.caller)
+    /// `item` as the caller may see it, or `None` when the caller may not see it at all: a row of
+    /// the framework's own partitions, or a change log entry of an item the caller may not read
+    /// (see the [crate docs](crate)).
+    ///
+    /// # Errors
+    ///
+    /// A 500 when the model does not check (who may read a logged `common` item is unknown then).
+    fn visible(&self, item: Item) -> Result<Option<ItemView>, ApiError> {
+        if let Some(prefix) = reserved_prefix(&item.pk)
+            && prefix != CHANGE_LOG_PK_PREFIX
+        {
+            return Ok(None);
+        }
+        if cqrs_store::change_log::is_entry(&item) && !self.reads_logged_item(&item)? {
+            return Ok(None);
+        }
+        Ok(Some(ItemView::for_caller(item, self.caller)))
+    }
+
+    /// Whether the caller may read the item the change log entry `entry` logs (its
+    /// `attributes.pk`), by the rules of a read of that partition; an entry naming no partition
+    /// is a global `system_admin`'s alone.
+    fn reads_logged_item(&self, entry: &Item) -> Result<bool, ApiError> {
+        let Some(logged) = entry.attributes.get("pk").and_then(|pk| pk.as_str()) else {
+            return Ok(self.caller.is_system_admin());
+        };
+        match self
+            .caller
+            .authorize_read_with(logged, || self.app.partition_readers(logged))
+        {
+            Ok(()) => Ok(true),
+            Err(ApiError::Forbidden(_)) => Ok(false),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// The items of a page the caller may see, in order ([`Reader::visible`]).
+    fn visible_all(&self, items: Vec<Item>) -> Result<Vec<ItemView>, ApiError> {
+        let mut views = Vec::with_capacity(items.len());
+        for item in items {
+            views.extend(self.visible(item)?);
+        }
+        Ok(views)
     }
 
     /// The item unless it has expired ([`Item::is_expired`]).
@@ -582,13 +652,17 @@ async fn get_item(
             }
         }
     };
-    if item.is_deleted && !include_deleted {
+    // An item the caller may not see is absent, before anything else is said of it.
+    let Some(view) = reader.visible(item)? else {
+        return Err(ApiError::NotFound(format!("no item {pk} / {sk}")));
+    };
+    if view.item.is_deleted && !include_deleted {
         return Err(ApiError::NotFound(format!(
             "{pk} / {sk} is deleted (version {}); add includeDeleted=true to read it",
-            item.version
+            view.item.version
         )));
     }
-    let mut response = single(reader.view(item), headers);
+    let mut response = single(view, headers);
     response.headers_mut().insert(
         READ_SOURCE_HEADER,
         HeaderValue::from_static(source.as_str()),
@@ -611,8 +685,13 @@ async fn get_version(
         .await
         .map_err(store_error)?;
     access_log::record("history", None, pk, "get", usize::from(found.is_some()));
-    match reader.live(found) {
-        Some(item) => Ok(single(reader.view(item), headers)),
+    match reader
+        .live(found)
+        .map(|item| reader.visible(item))
+        .transpose()?
+        .flatten()
+    {
+        Some(view) => Ok(single(view, headers)),
         None => Err(ApiError::NotFound(format!(
             "no version {version} of {pk} / {sk} in the history"
         ))),
@@ -684,7 +763,7 @@ async fn list_partition(
     Ok(json(
         StatusCode::OK,
         &Listing {
-            items: page.items.into_iter().map(|i| reader.view(i)).collect(),
+            items: reader.visible_all(page.items)?,
             cursor,
         },
     ))
@@ -718,7 +797,9 @@ async fn list_versions(
         "query",
         page.items.len(),
     );
-    if page.items.is_empty() && store_query.start.is_none() {
+    // The versions of one item are all visible or all not: none the caller may see is none.
+    let items = reader.visible_all(page.items)?;
+    if items.is_empty() && store_query.start.is_none() {
         return Err(ApiError::NotFound(format!(
             "no versions of {pk} / {sk} in the history"
         )));
@@ -726,13 +807,7 @@ async fn list_versions(
     let cursor = page
         .next
         .map(|key| cursor::encode_versions(&store_query, &key));
-    Ok(json(
-        StatusCode::OK,
-        &Listing {
-            items: page.items.into_iter().map(|i| reader.view(i)).collect(),
-            cursor,
-        },
-    ))
+    Ok(json(StatusCode::OK, &Listing { items, cursor }))
 }
 
 /// The parameters of `/query/{pattern}` besides the pattern's own.
@@ -821,7 +896,7 @@ async fn list_pattern(
     Ok(json(
         StatusCode::OK,
         &Listing {
-            items: page.items.into_iter().map(|i| reader.view(i)).collect(),
+            items: reader.visible_all(page.items)?,
             cursor,
         },
     ))

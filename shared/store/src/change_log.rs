@@ -5,6 +5,12 @@
 //! entries ([`is_legacy_entry`]), names both partitions of a month for a reader
 //! ([`month_partitions`]) and moves the old entries ([`migrate_legacy`], which `cqrs change-log
 //! migrate` runs), so that no tool needs a function crate for it.
+//!
+//! It also says what an entry is, current or legacy ([`is_entry`]), for the readers that must
+//! treat entries apart (the query handler shows an entry only to a reader of the item it logs),
+//! and what older entries hold that an entry no longer does: the logged version's idempotency key
+//! in their attributes ([`REQUEST_ID_ATTRIBUTE`], never shown: [`strip_request_id`]), which two
+//! entries of one version may differ in ([`same_entry`]).
 
 use std::collections::HashMap;
 
@@ -22,6 +28,63 @@ use crate::{Store, StoreError};
 /// assert_eq!(cqrs_store::change_log::LEGACY_PK_PREFIX, "LOG");
 /// ```
 pub const LEGACY_PK_PREFIX: &str = "LOG";
+
+/// The attribute into which entries written before this release copied the logged version's
+/// `requestId`, that is the writer's `Idempotency-Key`: an entry no longer holds it, and a reader
+/// never shows it ([`strip_request_id`]).
+///
+/// ```
+/// assert_eq!(cqrs_store::change_log::REQUEST_ID_ATTRIBUTE, "requestId");
+/// ```
+pub const REQUEST_ID_ATTRIBUTE: &str = "requestId";
+
+/// Whether `item` is a change log entry: any row under the reserved prefix
+/// ([`CHANGE_LOG_PK_PREFIX`], which nothing else may write), or a legacy entry
+/// ([`is_legacy_entry`]).
+///
+/// ```
+/// let mut item = cqrs_item::Item::example();
+/// assert!(!cqrs_store::change_log::is_entry(&item));
+/// item.pk = "CQRS_CHANGE_LOG#t1#2026-01".into();
+/// assert!(cqrs_store::change_log::is_entry(&item));
+/// ```
+pub fn is_entry(item: &Item) -> bool {
+    cqrs_keys::reserved_prefix(&item.pk) == Some(CHANGE_LOG_PK_PREFIX) || is_legacy_entry(item)
+}
+
+/// `entry` without the idempotency key an older release copied into its attributes
+/// ([`REQUEST_ID_ATTRIBUTE`]).
+///
+/// ```
+/// let mut entry = cqrs_item::Item::example();
+/// entry.attributes.insert("requestId".into(), cqrs_item::Value::from("k-secret"));
+/// cqrs_store::change_log::strip_request_id(&mut entry);
+/// assert!(!entry.attributes.contains_key("requestId"));
+/// ```
+pub fn strip_request_id(entry: &mut Item) {
+    entry.attributes.remove(REQUEST_ID_ATTRIBUTE);
+}
+
+/// Whether `stored` and `entry` log the same version: the same attributes, but for the idempotency
+/// key an older release copied into one of them ([`REQUEST_ID_ATTRIBUTE`]). So a record replayed
+/// after the upgrade finds the entry an older release wrote to be its own.
+///
+/// ```
+/// use cqrs_store::change_log::same_entry;
+/// let entry = cqrs_item::Item::example();
+/// let mut older = entry.clone();
+/// older.attributes.insert("requestId".into(), cqrs_item::Value::from("k-1"));
+/// assert!(same_entry(&older, &entry));
+/// older.attributes.insert("version".into(), cqrs_item::Value::from(9));
+/// assert!(!same_entry(&older, &entry));
+/// ```
+pub fn same_entry(stored: &Item, entry: &Item) -> bool {
+    let mut stored = stored.attributes.clone();
+    let mut entry = entry.attributes.clone();
+    stored.remove(REQUEST_ID_ATTRIBUTE);
+    entry.remove(REQUEST_ID_ATTRIBUTE);
+    stored == entry
+}
 
 /// The partitions that may hold a tenant's entries of one month (`YYYY-MM`): the current one, then
 /// the legacy one (`LOG#<tenant>#<YYYY-MM>`, empty once [`migrate_legacy`] ran or for months after
@@ -94,7 +157,9 @@ pub struct Migration {
 }
 
 /// Moves every legacy change log entry of `table` ([`is_legacy_entry`]) to the current prefix:
-/// the same sort key and attributes under `CQRS_CHANGE_LOG#<tenant>#<YYYY-MM>`, written if absent,
+/// the same sort key and attributes (but the idempotency key, [`strip_request_id`]) under
+/// `CQRS_CHANGE_LOG#<tenant>#<YYYY-MM>`, written if absent (a twin already there is the same
+/// entry when [`same_entry`] says so),
 /// then the old row deleted on condition that it is still that entry (a row that changed
 /// meanwhile stays). Rows that are not legacy entries (a `log` entity's items, anything else under
 /// `LOG#`) are never written nor deleted. Safe to run while data-sync writes (it writes only the
@@ -142,9 +207,10 @@ pub async fn migrate_legacy(store: &Store, table: &str) -> Result<Migration, Sto
             current.pk = pk;
             current.id = generate_id(&current.pk, &current.sk);
             current.item_type = CHANGE_LOG_PK_PREFIX.into();
+            strip_request_id(&mut current);
             match store.put_if_absent(table, &current).await? {
                 PutIfAbsent::Written => report.moved += 1,
-                PutIfAbsent::Present(stored) if stored.attributes == current.attributes => {
+                PutIfAbsent::Present(stored) if same_entry(&stored, &current) => {
                     report.already_moved += 1
                 }
                 PutIfAbsent::Present(_) => {

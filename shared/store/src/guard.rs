@@ -10,10 +10,45 @@
 //!   `-1` on its return.
 //! - [`Guard::item`]: a condition check or write of the service's own, as DynamoDB's
 //!   `TransactWriteItem`, on a table of the service's.
+//!
+//! **What a transaction takes.** DynamoDB takes at most [`MAX_TRANSACTION_ITEMS`] (100) items in a
+//! `TransactWriteItems`, and at most one operation on any one item. A command writes
+//! [`COMMAND_ITEMS`] (3) itself: its version row, its head and its idempotency record (counted
+//! whether or not the request carries an `Idempotency-Key`, so that what a hook may add never
+//! depends on the client). So [`prepare`] merges the counters of one name into one guard (their
+//! deltas summed, the tightest bound kept, with its refusal), then refuses more than
+//! [`MAX_GUARDS`] (97) guards, and any guard on an item the transaction already touches (the
+//! version row, the head, the idempotency record, or another guard's item): a fault of the hook
+//! that added them ([`GuardError`]), found before anything is sent.
+
+use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem, Update};
 
-use crate::StoreError;
+use crate::{StoreError, Tables};
+
+/// The most items DynamoDB takes in one `TransactWriteItems`.
+///
+/// ```
+/// assert_eq!(cqrs_store::guard::MAX_TRANSACTION_ITEMS, 100);
+/// ```
+pub const MAX_TRANSACTION_ITEMS: usize = 100;
+
+/// The items a command's transaction writes itself: its version row, its head and its idempotency
+/// record (counted even for a request without an `Idempotency-Key`).
+///
+/// ```
+/// assert_eq!(cqrs_store::guard::COMMAND_ITEMS, 3);
+/// ```
+pub const COMMAND_ITEMS: usize = 3;
+
+/// The most guards one command takes, after [`prepare`] merged the counters of one name:
+/// [`MAX_TRANSACTION_ITEMS`] less [`COMMAND_ITEMS`].
+///
+/// ```
+/// assert_eq!(cqrs_store::guard::MAX_GUARDS, 97);
+/// ```
+pub const MAX_GUARDS: usize = MAX_TRANSACTION_ITEMS - COMMAND_ITEMS;
 
 /// The attribute that holds a counter's value.
 pub const COUNTER_VALUE: &str = "n";
@@ -167,5 +202,428 @@ impl Guard {
                 Ok(TransactWriteItem::builder().update(update).build())
             }
         }
+    }
+}
+
+/// The items a command's transaction writes itself, which no guard may touch ([`prepare`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CommandKeys<'a> {
+    /// The deployment's tables (the version row is in the command table; the head, the
+    /// idempotency record and the counters in the idempotency table).
+    pub tables: &'a Tables,
+    /// The item's partition key.
+    pub pk: &'a str,
+    /// The sort key of the version the command writes (`sk@version`).
+    pub sk: &'a str,
+    /// The key of the command's idempotency record, when it has one.
+    pub record: Option<&'a str>,
+}
+
+/// Why a hook's guards cannot go into the command's transaction ([`prepare`]): a fault of the
+/// hook, never of the caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardError {
+    /// More guards than [`MAX_GUARDS`], after merging counters of one name.
+    #[error(
+        "added {count} guards (after merging counters of one name): a command takes at most \
+         {MAX_GUARDS}, DynamoDB's {MAX_TRANSACTION_ITEMS} transaction items less the \
+         {COMMAND_ITEMS} the command writes itself (its version row, its head, its idempotency record)"
+    )]
+    TooMany {
+        /// How many guards there were.
+        count: usize,
+    },
+    /// A guard on an item the command writes itself.
+    #[error(
+        "guard {index} is on {what} ({table} {key}), which the command writes itself: DynamoDB \
+         takes one operation per item in a transaction"
+    )]
+    OnCommandItem {
+        /// The guard's position, as the hook added it (after merging).
+        index: usize,
+        /// `its own version row`, `its own head` or `its own idempotency record`.
+        what: &'static str,
+        /// The table.
+        table: String,
+        /// The key, as `name=value` pairs.
+        key: String,
+    },
+    /// Two guards on one item.
+    #[error(
+        "guards {first} and {second} are on one item ({table} {key}), twice in one transaction: \
+         DynamoDB takes one operation per item"
+    )]
+    SameItem {
+        /// The first guard's position.
+        first: usize,
+        /// The second guard's position.
+        second: usize,
+        /// The table.
+        table: String,
+        /// The key, as `name=value` pairs.
+        key: String,
+    },
+    /// Merged counters whose deltas overflow.
+    #[error("the deltas of counter {name:?} add up past the largest number a counter holds")]
+    Overflow {
+        /// The counter's name.
+        name: String,
+    },
+}
+
+/// The guards of one command, ready for its transaction: the counters of one name (and tenant)
+/// merged into one (their deltas summed, the smallest `at_most` kept, and the refusal that came
+/// with it), in the order each was first added; then refused when more than [`MAX_GUARDS`] are
+/// left, when one is on an item the command writes itself ([`CommandKeys`]), or when two are on
+/// one item. Each guard comes with what the caller gets when it does not hold (`R`, a refusal).
+///
+/// The key of a service's own guard is read from its `ConditionCheck`, `Update` or `Delete`, and
+/// from a `Put`'s item in the command table (`pk`, `sk`) and the idempotency table (`pk`); a `Put`
+/// in another table (whose key attributes are not known here) is left to DynamoDB.
+///
+/// ```
+/// use cqrs_store::guard::{CommandKeys, Guard, GuardError, prepare};
+///
+/// let tables = cqrs_store::Tables::new("c", "d", "h", "i");
+/// let keys = CommandKeys { tables: &tables, pk: "LOAN#t1", sk: "L1@1", record: None };
+/// let guards = vec![
+///     (Guard::counter("t1", "loans", 1, 5).unwrap(), "loose"),
+///     (Guard::counter("t1", "loans", 1, 3).unwrap(), "tight"),
+/// ];
+/// let merged = prepare(guards, &keys).unwrap();
+/// assert_eq!(merged.len(), 1);
+/// assert!(matches!(merged[0].0, Guard::Counter { delta: 2, at_most: 3, .. }));
+/// assert_eq!(merged[0].1, "tight");
+///
+/// let many: Vec<_> = (0..98).map(|i| (Guard::counter("t1", format!("c{i}"), 1, 1).unwrap(), ())).collect();
+/// assert_eq!(prepare(many, &keys).unwrap_err(), GuardError::TooMany { count: 98 });
+/// ```
+///
+/// # Errors
+///
+/// [`GuardError`]: too many guards, one on the command's own items, two on one item, or counters
+/// whose deltas overflow.
+pub fn prepare<R>(
+    guards: Vec<(Guard, R)>,
+    command: &CommandKeys<'_>,
+) -> Result<Vec<(Guard, R)>, GuardError> {
+    let merged = merge_counters(guards)?;
+    if merged.len() > MAX_GUARDS {
+        return Err(GuardError::TooMany {
+            count: merged.len(),
+        });
+    }
+    let s = |value: &str| AttributeValue::S(value.to_string());
+    let head = cqrs_keys::head_key(command.pk, command.sk);
+    let mut own = vec![
+        (
+            "its own version row",
+            target(
+                &command.tables.command,
+                [("pk", s(command.pk)), ("sk", s(command.sk))],
+            ),
+        ),
+        (
+            "its own head",
+            target(&command.tables.idempotency, [("pk", s(&head))]),
+        ),
+    ];
+    if let Some(record) = command.record {
+        own.push((
+            "its own idempotency record",
+            target(&command.tables.idempotency, [("pk", s(record))]),
+        ));
+    }
+    let mut seen: HashMap<(String, String), usize> = HashMap::new();
+    for (index, (guard, _)) in merged.iter().enumerate() {
+        let Some((table, key)) = guard.target(command.tables) else {
+            continue;
+        };
+        if let Some((what, _)) = own
+            .iter()
+            .find(|(_, item)| *item == (table.clone(), key.clone()))
+        {
+            return Err(GuardError::OnCommandItem {
+                index,
+                what,
+                table,
+                key,
+            });
+        }
+        if let Some(first) = seen.insert((table.clone(), key.clone()), index) {
+            return Err(GuardError::SameItem {
+                first,
+                second: index,
+                table,
+                key,
+            });
+        }
+    }
+    Ok(merged)
+}
+
+/// The counters of one tenant and name merged into the first of them (see [`prepare`]).
+fn merge_counters<R>(guards: Vec<(Guard, R)>) -> Result<Vec<(Guard, R)>, GuardError> {
+    let mut merged: Vec<(Guard, R)> = Vec::with_capacity(guards.len());
+    let mut counters: HashMap<(String, String), usize> = HashMap::new();
+    for (guard, refusal) in guards {
+        let Guard::Counter {
+            tenant,
+            name,
+            delta,
+            at_most,
+        } = &guard
+        else {
+            merged.push((guard, refusal));
+            continue;
+        };
+        let Some(&at) = counters.get(&(tenant.clone(), name.clone())) else {
+            counters.insert((tenant.clone(), name.clone()), merged.len());
+            merged.push((guard, refusal));
+            continue;
+        };
+        let Some((
+            Guard::Counter {
+                delta: sum,
+                at_most: bound,
+                ..
+            },
+            kept,
+        )) = merged.get_mut(at)
+        else {
+            continue;
+        };
+        *sum = sum
+            .checked_add(*delta)
+            .ok_or_else(|| GuardError::Overflow { name: name.clone() })?;
+        if *at_most < *bound {
+            *bound = *at_most;
+            *kept = refusal;
+        }
+    }
+    Ok(merged)
+}
+
+/// A transaction item's table and key, the key as sorted `name=value` pairs.
+fn target<'a>(
+    table: &str,
+    key: impl IntoIterator<Item = (&'a str, AttributeValue)>,
+) -> (String, String) {
+    let mut pairs: Vec<String> = key
+        .into_iter()
+        .map(|(name, value)| format!("{name}={}", shown(&value)))
+        .collect();
+    pairs.sort();
+    (table.to_string(), pairs.join(" "))
+}
+
+/// A key attribute's value as a problem's detail shows it.
+fn shown(value: &AttributeValue) -> String {
+    match value {
+        AttributeValue::S(s) => format!("{s:?}"),
+        AttributeValue::N(n) => n.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+impl Guard {
+    /// The table and key of the item the guard touches, when it can be told ([`prepare`]).
+    fn target(&self, tables: &Tables) -> Option<(String, String)> {
+        let key_of = |table: &str, key: &HashMap<String, AttributeValue>| {
+            Some(target(
+                table,
+                key.iter()
+                    .map(|(name, value)| (name.as_str(), value.clone())),
+            ))
+        };
+        match self {
+            Guard::Counter { tenant, name, .. } => Some(target(
+                &tables.idempotency,
+                [(
+                    "pk",
+                    AttributeValue::S(cqrs_keys::counter_key(tenant, name)),
+                )],
+            )),
+            Guard::Item(item) => {
+                if let Some(check) = item.condition_check() {
+                    return key_of(check.table_name(), check.key());
+                }
+                if let Some(update) = item.update() {
+                    return key_of(update.table_name(), update.key());
+                }
+                if let Some(delete) = item.delete() {
+                    return key_of(delete.table_name(), delete.key());
+                }
+                let put = item.put()?;
+                let names: &[&str] = if put.table_name() == tables.command {
+                    &["pk", "sk"]
+                } else if put.table_name() == tables.idempotency {
+                    &["pk"]
+                } else {
+                    return None;
+                };
+                let item = put.item();
+                let key: Option<Vec<(&str, AttributeValue)>> = names
+                    .iter()
+                    .map(|name| item.get(*name).map(|value| (*name, value.clone())))
+                    .collect();
+                Some(target(put.table_name(), key?))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem};
+
+    use super::*;
+
+    fn keys<'a>(tables: &'a Tables, record: Option<&'a str>) -> CommandKeys<'a> {
+        CommandKeys {
+            tables,
+            pk: "LOAN#t1",
+            sk: "L1@2",
+            record,
+        }
+    }
+
+    fn check(table: &str, key: &[(&str, &str)]) -> Guard {
+        let mut check = ConditionCheck::builder()
+            .table_name(table)
+            .condition_expression("attribute_exists(pk)");
+        for (name, value) in key {
+            check = check.key(*name, AttributeValue::S((*value).into()));
+        }
+        Guard::item(
+            TransactWriteItem::builder()
+                .condition_check(check.build().unwrap())
+                .build(),
+        )
+    }
+
+    fn put(table: &str, item: &[(&str, &str)]) -> Guard {
+        let mut put = Put::builder().table_name(table);
+        for (name, value) in item {
+            put = put.item(*name, AttributeValue::S((*value).into()));
+        }
+        Guard::item(
+            TransactWriteItem::builder()
+                .put(put.build().unwrap())
+                .build(),
+        )
+    }
+
+    #[test]
+    fn counters_merge_in_the_place_of_the_first_and_other_guards_keep_their_order() {
+        let tables = Tables::new("c", "d", "h", "i");
+        let guards = vec![
+            (Guard::counter("t1", "a", 1, 9).unwrap(), 0),
+            (check("members", &[("pk", "M#t1"), ("sk", "m1")]), 1),
+            (Guard::counter("t1", "a", -3, 4).unwrap(), 2),
+            (Guard::counter("t2", "a", 1, 1).unwrap(), 3),
+        ];
+        let merged = prepare(guards, &keys(&tables, None)).unwrap();
+        let refusals: Vec<i32> = merged.iter().map(|(_, r)| *r).collect();
+        assert_eq!(refusals, [2, 1, 3]);
+        assert!(matches!(
+            merged[0].0,
+            Guard::Counter {
+                delta: -2,
+                at_most: 4,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_commands_own_items_and_one_item_twice_are_refused() {
+        let tables = Tables::new("c", "d", "h", "i");
+        let refused = |guard: Guard, record: Option<&str>| {
+            prepare(vec![(guard, ())], &keys(&tables, record)).unwrap_err()
+        };
+        assert!(matches!(
+            refused(check("c", &[("pk", "LOAN#t1"), ("sk", "L1@2")]), None),
+            GuardError::OnCommandItem {
+                what: "its own version row",
+                ..
+            }
+        ));
+        assert!(matches!(
+            refused(
+                put("c", &[("pk", "LOAN#t1"), ("sk", "L1@2"), ("x", "y")]),
+                None
+            ),
+            GuardError::OnCommandItem {
+                what: "its own version row",
+                ..
+            }
+        ));
+        assert!(matches!(
+            refused(check("i", &[("pk", "HEAD#LOAN#t1@L1")]), None),
+            GuardError::OnCommandItem {
+                what: "its own head",
+                ..
+            }
+        ));
+        assert!(matches!(
+            refused(put("i", &[("pk", "rec-1")]), Some("rec-1")),
+            GuardError::OnCommandItem {
+                what: "its own idempotency record",
+                ..
+            }
+        ));
+        // The previous version's row and another table's item are not the command's.
+        for guard in [
+            check("c", &[("pk", "LOAN#t1"), ("sk", "L1@1")]),
+            check("d", &[("pk", "LOAN#t1"), ("sk", "L1")]),
+            put("other", &[("pk", "LOAN#t1"), ("sk", "L1@2")]),
+        ] {
+            assert!(prepare(vec![(guard, ())], &keys(&tables, None)).is_ok());
+        }
+        // A counter and a check of the same counter item: one item twice.
+        let twice = vec![
+            (Guard::counter("t1", "a", 1, 3).unwrap(), ()),
+            (check("i", &[("pk", "COUNTER#t1#a")]), ()),
+        ];
+        assert!(matches!(
+            prepare(twice, &keys(&tables, None)).unwrap_err(),
+            GuardError::SameItem {
+                first: 0,
+                second: 1,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn merged_deltas_that_overflow_are_the_hooks_fault() {
+        let tables = Tables::new("c", "d", "h", "i");
+        let guards = vec![
+            (Guard::counter("t1", "a", i64::MAX, i64::MAX).unwrap(), ()),
+            (Guard::counter("t1", "a", 1, i64::MAX).unwrap(), ()),
+        ];
+        assert_eq!(
+            prepare(guards, &keys(&tables, None)).unwrap_err(),
+            GuardError::Overflow { name: "a".into() }
+        );
+    }
+
+    #[test]
+    fn ninety_seven_guards_fit_and_the_message_says_why_98_do_not() {
+        let tables = Tables::new("c", "d", "h", "i");
+        let many = |n: usize| -> Vec<(Guard, ())> {
+            (0..n)
+                .map(|i| (Guard::counter("t1", format!("c{i}"), 1, 1).unwrap(), ()))
+                .collect()
+        };
+        assert_eq!(prepare(many(97), &keys(&tables, None)).unwrap().len(), 97);
+        let error = prepare(many(98), &keys(&tables, None)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "added 98 guards (after merging counters of one name): a command takes at most 97, \
+             DynamoDB's 100 transaction items less the 3 the command writes itself (its version \
+             row, its head, its idempotency record)"
+        );
     }
 }

@@ -8,22 +8,42 @@
 //!
 //! Every attack must be refused with a 4xx problem document, no table may change, and no answer may
 //! carry anything of t2's items (they hold a marker string that is looked for in every answer).
+//!
+//! The change log shares the data table (`CHANGE_LOG_TABLE` set to it, which the README allows):
+//! its partitions are read like any other (a tenant's own, `common`'s), so reading them is a probe,
+//! answered `200`, whose answer may hold only what the reader may see: no entry of an entity kept
+//! for a global `system_admin` (issue 36: tenant t3 read alice's link to t2 in `common`'s log), no
+//! idempotency key. The framework's own partitions (`HEAD#`, `HEADS#`) are refused on every route.
 
 mod common;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use common::{Answer, Caller, ROOT, Req, Stack, T1, T2, Who, get};
 use cqrs_caller::CallerMode;
+use cqrs_data_sync::{Change, SyncTarget, change_log::ChangeLog};
 use serde_json::{Value, json};
 
 /// Written into every item of t2: no answer to t1 may contain it.
 const T2_SECRET: &str = "t2-secret-7f3a";
 
-/// One attack: the request, and the statuses that count as refusing it.
+/// The idempotency key of the system_admin's link of alice to t2 (issue 36's reproduction).
+const ALICE_KEY: &str = "k-secret";
+
+/// Tenant t3, without roles: the caller of issue 36's reproduction.
+const T3: Who = Who {
+    user: "u3",
+    tenant: "t3",
+    roles: "",
+};
+
+/// One attack: the request, and the statuses that count as refusing it; a probe (a read the
+/// caller may make, of a partition where only some of the items are its to see) also names texts
+/// its answer may not hold.
 struct Attack {
     what: String,
     request: Req,
     refused_with: &'static [u16],
+    hidden: &'static [&'static str],
 }
 
 fn attack(what: impl Into<String>, request: Req, refused_with: &'static [u16]) -> Attack {
@@ -31,8 +51,32 @@ fn attack(what: impl Into<String>, request: Req, refused_with: &'static [u16]) -
         what: what.into(),
         request,
         refused_with,
+        hidden: &[],
     }
 }
+
+/// A read answered `200` whose answer holds none of `hidden` (nor t2's marker).
+fn probe(what: impl Into<String>, request: Req, hidden: &'static [&'static str]) -> Attack {
+    Attack {
+        what: what.into(),
+        request,
+        refused_with: OK_WITHOUT,
+        hidden,
+    }
+}
+
+/// A probe's status: answered, with what the caller may see only.
+const OK_WITHOUT: &[u16] = &[200];
+/// What no change log answer to a tenant may hold: the links of users to tenants (kept for a
+/// global system_admin) and any idempotency key (the seed's start with `seed-`).
+const NOT_IN_A_LOG: &[&str] = &[
+    "Alice",
+    "t2#alice",
+    "t1#alice",
+    ALICE_KEY,
+    "seed-",
+    "requestId",
+];
 
 const FORBIDDEN: &[u16] = &[403];
 const BAD: &[u16] = &[400];
@@ -108,12 +152,52 @@ async fn seed(stack: &Stack) -> Seeded {
                "attributes": {"tenantCode": "t2", "userId": "bob"}}),
     )
     .await;
-    // The projection, as data-sync would write it.
+    // Issue 36's reproduction: a system_admin links alice to t2, with its own Idempotency-Key.
+    let alice = Req::command(
+        "POST",
+        &json!({"entity": "user_tenant", "version": 0, "name": "Alice",
+                "attributes": {"tenantCode": "t2", "userId": "alice"}})
+        .to_string(),
+    )
+    .from(mode, ROOT)
+    .header("idempotency-key", ALICE_KEY);
+    let answer = stack.send(alice).await;
+    assert_eq!(answer.status, 202, "seeding: {}", answer.text);
+    // The projection, as data-sync would write it, with the change log in the data table.
     let store = common::store(&stack.tables);
-    for item in common::scan_items(&stack.tables, &stack.tables.command).await {
+    let log = ChangeLog::new(store.clone(), stack.tables.data.clone());
+    for (i, item) in common::scan_items(&stack.tables, &stack.tables.command)
+        .await
+        .into_iter()
+        .enumerate()
+    {
         store.put_history(&item).await.unwrap();
-        store.put_data_if_newer(&item).await.unwrap();
+        let data = store.put_data_if_newer(&item).await.unwrap();
+        // The example's creation time is used only for an item whose updatedAt is no time.
+        let mut change = Change::example();
+        change.item = item;
+        change.data = data;
+        change.sequence_number = format!("{}", 1000 + i);
+        change.event_id = format!("event-{i}");
+        log.apply(&change).await.unwrap();
     }
+    let entries: Vec<cqrs_item::Item> = common::scan_items(&stack.tables, &stack.tables.data)
+        .await
+        .into_iter()
+        .filter(|i| i.pk.starts_with("CQRS_CHANGE_LOG#"))
+        .collect();
+    let entry_of = |pk: &str, sk: &str| {
+        entries
+            .iter()
+            .find(|e| {
+                e.attributes.get("pk").and_then(|v| v.as_str()) == Some(pk)
+                    && e.attributes.get("sk").and_then(|v| v.as_str()) == Some(sk)
+            })
+            .unwrap_or_else(|| panic!("the change log entry of {pk} / {sk}"))
+    };
+    let alice_entry = entry_of("USER_TENANT#common", "t2#alice@1");
+    let bob_entry = entry_of("USER_TENANT#common", "t2#bob@2");
+    let t2_entry = entry_of("PRODUCT#t2", "P0@2");
 
     // Cursors of t2's listings, as t2 gets them.
     let listing = stack
@@ -143,6 +227,10 @@ async fn seed(stack: &Stack) -> Seeded {
         cursor_of("/items/USER_TENANT%23common/t2%23bob/versions?limit=1&order=asc").await;
     let users_cursor = cursor_of("/query/auth_of_provider?provider=sso&limit=1").await;
     Seeded {
+        common_log: alice_entry.pk.clone(),
+        alice_entry: alice_entry.sk.clone(),
+        bob_entry: bob_entry.sk.clone(),
+        t2_log: t2_entry.pk.clone(),
         links_cursor,
         link_versions_cursor,
         users_cursor,
@@ -153,6 +241,12 @@ async fn seed(stack: &Stack) -> Seeded {
 }
 
 struct Seeded {
+    /// `common`'s change log partition of this month, and the entries of alice's and bob's links.
+    common_log: String,
+    alice_entry: String,
+    bob_entry: String,
+    /// t2's change log partition of this month.
+    t2_log: String,
     links_cursor: String,
     link_versions_cursor: String,
     users_cursor: String,
@@ -210,6 +304,10 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
             ("PRODUCT#t1\u{0}#t2", BAD),
             ("PRODUCT#t1\n", BAD),
             ("PRODUCT\u{ff03}t1", BAD_OR_FORBIDDEN),
+            // The framework's own key spaces, even of t1's (the change log, the heads).
+            ("CQRS_CHANGE_LOG#t1#2026-01", BAD),
+            ("HEAD#t1", BAD),
+            ("HEADS#t1", BAD),
         ] {
             attacks.push(attack(
                 format!("{method} body pk {pk:?}"),
@@ -501,6 +599,69 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
             FORBIDDEN,
         ));
     }
+    // The change log in the data table (issue 36): `common`'s log as t1 and as t3 (issue 36's
+    // reproduction), the entries of links kept for a global system_admin, t2's log, and t1's own.
+    let enc = |key: &str| key.replace('#', "%23");
+    let common_log = enc(&seeded.common_log);
+    let t1_log = common_log.replacen("%23common%23", "%23t1%23", 1);
+    for (who, name) in [(T1, "t1"), (T3, "t3")] {
+        let as_who = |request: Req| request.from(mode, who);
+        attacks.push(attack(
+            format!("GET /items/USER_TENANT%23common as {name} (the entity itself)"),
+            as_who(get("/items/USER_TENANT%23common")),
+            FORBIDDEN,
+        ));
+        attacks.push(probe(
+            format!("GET {common_log} as {name}: common's change log, no link nor key in it"),
+            as_who(get(&format!("/items/{common_log}"))),
+            NOT_IN_A_LOG,
+        ));
+        attacks.push(probe(
+            format!("GET {common_log}?skFrom=2&limit=1 as {name}: a page of one"),
+            as_who(get(&format!("/items/{common_log}?skFrom=2&limit=1"))),
+            NOT_IN_A_LOG,
+        ));
+        for sk in [&seeded.alice_entry, &seeded.bob_entry] {
+            let target = format!("/items/{common_log}/{}", enc(sk));
+            attacks.push(attack(
+                format!("GET {target} as {name}: a link's log entry"),
+                as_who(get(&target)),
+                NOT_FOUND,
+            ));
+        }
+        attacks.push(attack(
+            format!("GET t2's change log as {name}"),
+            as_who(get(&format!("/items/{}", enc(&seeded.t2_log)))),
+            FORBIDDEN,
+        ));
+    }
+    attacks.push(probe(
+        "GET t1's own change log: no idempotency key in it",
+        as_t1(get(&format!("/items/{t1_log}"))),
+        &["seed-", "requestId", ALICE_KEY],
+    ));
+    // The framework's own partitions (heads, the heads state), by t1 and by a global system_admin.
+    for (who, pk) in [
+        (T1, "HEAD%23t1"),
+        (T1, "HEADS%23t1"),
+        (ROOT, "HEADS%23STATE"),
+        (ROOT, "HEAD%23PRODUCT"),
+    ] {
+        for suffix in [
+            "",
+            "/P0",
+            "/P0?minVersion=1",
+            "/P0/versions",
+            "/P0/versions/1",
+        ] {
+            let target = format!("/items/{pk}{suffix}");
+            attacks.push(attack(
+                format!("GET {target} as {}", who.user),
+                get(&target).from(mode, who),
+                FORBIDDEN,
+            ));
+        }
+    }
     // Forged caller headers and roles on reads.
     if mode == CallerMode::Jwt {
         attacks.push(attack(
@@ -535,7 +696,7 @@ fn attacks(mode: CallerMode, seeded: &Seeded) -> Vec<Attack> {
     attacks
 }
 
-async fn run_attacks(mode: CallerMode) -> (usize, usize, usize) {
+async fn run_attacks(mode: CallerMode) -> (usize, usize, usize, usize) {
     let stack = Stack::new(mode).await;
     let seeded = seed(&stack).await;
 
@@ -568,10 +729,37 @@ async fn run_attacks(mode: CallerMode) -> (usize, usize, usize) {
         .send(get("/items/PRODUCT%23t2/P0").from(mode, T2))
         .await;
     assert!(answer.text.contains(T2_SECRET), "control: t2 reads its own");
+    // The change log: a global system_admin reads alice's entry in common's log (so leaving it out
+    // for t1 and t3 is a refusal), and t1 reads its own log's entries.
+    let common_log = seeded.common_log.replace('#', "%23");
+    let answer = stack
+        .send(get(&format!("/items/{common_log}")).from(mode, ROOT))
+        .await;
+    assert_eq!(answer.status, 200, "control: {}", answer.text);
+    assert!(answer.text.contains("Alice"), "control: {}", answer.text);
+    let answer = stack
+        .send(get(&format!("/items/{common_log}")).from(mode, T1))
+        .await;
+    assert_eq!(answer.status, 200, "control: {}", answer.text);
+    assert!(
+        answer.text.contains("SETTING#app#theme"),
+        "control: t1 reads the setting's entry in common's log: {}",
+        answer.text
+    );
+    let t1_log = common_log.replacen("%23common%23", "%23t1%23", 1);
+    let answer = stack
+        .send(get(&format!("/items/{t1_log}")).from(mode, T1))
+        .await;
+    assert_eq!(answer.status, 200, "control: {}", answer.text);
+    assert!(
+        answer.text.contains("PRODUCT#t1#P0"),
+        "control: {}",
+        answer.text
+    );
 
     let before = stack.snapshot().await;
     let attacks = attacks(mode, &seeded);
-    let (mut on_commands, mut on_queries) = (0, 0);
+    let (mut on_commands, mut on_queries, mut probes) = (0, 0, 0);
     let mut failures = Vec::new();
     for attack in attacks {
         if attack.request.path.starts_with("/commands") {
@@ -579,41 +767,56 @@ async fn run_attacks(mode: CallerMode) -> (usize, usize, usize) {
         } else {
             on_queries += 1;
         }
+        let is_probe = attack.refused_with == OK_WITHOUT;
+        probes += usize::from(is_probe);
         let answer: Answer = stack.send(attack.request).await;
         if !attack.refused_with.contains(&answer.status) {
             failures.push(format!(
                 "{mode:?} {}: expected {:?}, got {} {}",
                 attack.what, attack.refused_with, answer.status, answer.text
             ));
-        } else if let Some(fault) = answer.problem_fault() {
+        } else if !is_probe && let Some(fault) = answer.problem_fault() {
             failures.push(format!("{mode:?} {}: {fault}", attack.what));
         }
         if answer.text.contains(T2_SECRET) {
             failures.push(format!("{mode:?} {}: t2's data leaked", attack.what));
         }
+        for hidden in attack.hidden {
+            if answer.text.contains(hidden) {
+                failures.push(format!(
+                    "{mode:?} {}: {hidden:?} leaked: {}",
+                    attack.what, answer.text
+                ));
+            }
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let after = stack.snapshot().await;
     assert_eq!(before, after, "{mode:?}: an attack wrote something");
-    (on_commands, on_queries, after.items())
+    (on_commands, on_queries, probes, after.items())
 }
 
 #[tokio::test]
 async fn tenant_attacks_are_refused_in_both_caller_modes_and_write_nothing() {
-    let mut total = 0;
+    let (mut total, mut total_probes) = (0, 0);
     for mode in [CallerMode::Jwt, CallerMode::Local] {
-        let (on_commands, on_queries, items) = run_attacks(mode).await;
+        let (on_commands, on_queries, probes, items) = run_attacks(mode).await;
         let label = match mode {
             CallerMode::Jwt => "CALLER_MODE unset (JWT claims)",
             CallerMode::Local => "CALLER_MODE=local (caller headers)",
         };
         println!(
             "tenants: {label}: {} attacks ({on_commands} on command-handler, {on_queries} on \
-             query-handler): all refused with a 4xx problem document, 0 of t2's data in any \
+             query-handler): all refused with a 4xx problem document but {probes} reads of the \
+             change log answered with only what the caller may see, 0 of t2's data in any \
              answer, the {items} items of the four tables unchanged",
             on_commands + on_queries
         );
         total += on_commands + on_queries;
+        total_probes += probes;
     }
-    println!("tenants: {total} attacks tried in all, every one refused, nothing written");
+    println!(
+        "tenants: {total} attacks tried in all, every one refused but {total_probes} reads of \
+         the change log answered with only what the caller may see, nothing written"
+    );
 }

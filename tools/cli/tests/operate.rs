@@ -470,6 +470,77 @@ async fn the_heads_seed_moves_legacy_heads_reports_collisions_and_completes() {
     assert_eq!(summary["state"], "shared", "{summary}");
 }
 
+/// Issue 36, item 5: items whose id is 2044 to 2048 bytes (written before heads, or by
+/// mbc-cqrs-serverless) have a head key over DynamoDB's 2048-byte limit. The seed skips and lists
+/// them (exit 1) and completes; before, every run failed on their page and never completed.
+#[tokio::test]
+async fn the_heads_seed_skips_and_lists_items_whose_head_key_cannot_exist() {
+    let t = cqrs_testkit::fresh_tables().await;
+    let store = store(&t);
+    let long_pk = format!("PRODUCT#t1#{}", "x".repeat(1034));
+    let mut long = Vec::new();
+    for (n, sk_len) in [(1, 998), (2, 1002)] {
+        let sk = format!("{n}{}", "s".repeat(sk_len - 1));
+        let id_len = generate_id(&long_pk, &sk).len();
+        assert!((2044..=2048).contains(&id_len), "{id_len}");
+        for v in 1..=2 {
+            put_row(&t, &t.command, &version_of(&long_pk, &sk, v)).await;
+        }
+        put_row(&t, &t.history, &version_of(&long_pk, &sk, 2)).await;
+        put_row(&t, &t.data, &version_of(&long_pk, &sk, 2).into_data_item()).await;
+        long.push(sk);
+    }
+    for v in 1..=3 {
+        put_row(&t, &t.command, &version_of("PRODUCT#t1", "SHORT", v)).await;
+    }
+    let checkpoint = std::env::temp_dir().join(format!("heads-long-{}.json", t.command));
+    let checkpoint = checkpoint.to_str().unwrap();
+    let args = [
+        "heads",
+        "seed",
+        "--page-size",
+        "2",
+        "--checkpoint",
+        checkpoint,
+        "--json",
+    ];
+    let (code, summary, out) = cqrs(&t, &args);
+    assert_eq!(
+        code,
+        1,
+        "{summary} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(summary["state"], "complete", "{summary}");
+    assert_eq!(summary["keysTooLongFound"], 2, "{summary}");
+    let mut listed: Vec<(String, String)> = summary["keysTooLong"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["pk"].as_str().unwrap().to_string(),
+                i["sk"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        long.iter()
+            .map(|sk| (long_pk.clone(), sk.clone()))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        store.get_head("PRODUCT#t1", "SHORT").await.unwrap(),
+        Some(3)
+    );
+    assert!(
+        !std::path::Path::new(checkpoint).exists(),
+        "the run completed"
+    );
+}
+
 /// A change log entry of tenant t1 as data-sync writes it now, and the same entry under the old
 /// `LOG#` prefix.
 fn change_log_entries(event: &str) -> (Item, Item) {
