@@ -449,7 +449,7 @@ async fn answer(app: &App, request: &Request) -> Result<Response<Body>, ApiError
     // another tenant, or a `common` partition the model keeps for a global system_admin (the model
     // is loaded for `common` partitions only, never for the caller's own tenant).
     let pk = decode_segment("pk", pk)?;
-    validate_partition_key(&pk).map_err(|e| ApiError::bad_field("pk", e))?;
+    validate_partition_key(&stored_key(&pk)).map_err(|e| ApiError::bad_field("pk", e))?;
     if let Some(prefix) = reserved_prefix(&pk)
         && prefix != CHANGE_LOG_PK_PREFIX
     {
@@ -552,11 +552,23 @@ pub(crate) fn now_epoch_seconds() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// A key of the path as the key crate checks it for a read: U+10FFFF, refused in new keys (it ends
+/// every range read of a prefix), may be in keys stored before that rule, and those items stay
+/// readable. It is checked as U+10FFFE, a character of the same length that every rule allows, so
+/// every other rule (separators, control characters, lengths) still holds.
+fn stored_key(key: &str) -> std::borrow::Cow<'_, str> {
+    if key.contains('\u{10FFFF}') {
+        std::borrow::Cow::Owned(key.replace('\u{10FFFF}', "\u{10FFFE}"))
+    } else {
+        std::borrow::Cow::Borrowed(key)
+    }
+}
+
 /// The sort key of the path: decoded once and valid, and with `pk` an item id (`pk#sk`, the
 /// history index's partition key) that DynamoDB can hold; no item can have a longer one.
 fn sort_key(pk: &str, segment: &str) -> Result<String, ApiError> {
     let sk = decode_segment("sk", segment)?;
-    validate_sort_key(&sk).map_err(|e| ApiError::bad_field("sk", e))?;
+    validate_sort_key(&stored_key(&sk)).map_err(|e| ApiError::bad_field("sk", e))?;
     let id_bytes = generate_id(pk, &sk).len();
     if id_bytes > MAX_PARTITION_KEY_BYTES {
         return Err(ApiError::bad_field(

@@ -26,3 +26,31 @@ async fn min_version_reads_an_item_whose_head_key_cannot_exist() {
     let a = h.get(&USER_T1, &format!("{path}?minVersion=3")).await;
     a.assert_problem(404, None);
 }
+
+/// Issue 36, item 7: new keys refuse U+10FFFF (a prefix range ends there), but an item stored
+/// before that rule stays readable: its item, its history and its partition answer, while a key
+/// that breaks another rule is still a 400.
+#[tokio::test]
+async fn an_item_stored_with_the_highest_code_point_in_its_keys_stays_readable() {
+    let h = Harness::new().await;
+    let pk = "PRODUCT#t1#old\u{10FFFF}";
+    let sk = "P\u{10FFFF}1";
+    h.seed(pk, sk, 2, false).await;
+    let item = h.get(&USER_T1, &format!("/items/{}/{}", enc(pk), enc(sk))).await;
+    assert_eq!(item.status, 200, "{}", item.body);
+    assert_eq!(item.body["sk"], sk, "{}", item.body);
+    assert_eq!(item.body["version"], 2, "{}", item.body);
+    let versions = h
+        .get(&USER_T1, &format!("/items/{}/{}/versions", enc(pk), enc(sk)))
+        .await;
+    assert_eq!(versions.status, 200, "{}", versions.body);
+    assert_eq!(versions.items().len(), 2, "{}", versions.body);
+    let partition = h.get(&USER_T1, &format!("/items/{}", enc(pk))).await;
+    assert_eq!(partition.status, 200, "{}", partition.body);
+    assert_eq!(partition.sks(), vec![sk.to_string()], "{}", partition.body);
+    // Every other rule still holds beside it.
+    let bad = h
+        .get(&USER_T1, &format!("/items/{}/{}", enc(pk), enc("P\u{10FFFF}@1")))
+        .await;
+    bad.assert_problem(400, Some("sk"));
+}
