@@ -17,7 +17,14 @@
 //!   key attribute names are unique and collide with no item field;
 //! - keys stay within DynamoDB's limits for the declared maximum lengths;
 //! - access patterns name existing entities and indexes, and their parameters are the attributes of
-//!   the templates they query.
+//!   the templates they query;
+//! - no name (entity, attribute, index, pattern, parameter, projected attribute) holds a control
+//!   character: names are written into generated SQL, OpenAPI and code, where a newline could end a
+//!   comment and start a statement;
+//! - the relational read model's names fit PostgreSQL's identifiers (63 bytes, which PostgreSQL
+//!   would cut silently): an entity's table and its `<entity>_tenant_updated` index, an attribute's
+//!   column; no two attributes share a column (`code` is column `attr_code`, see
+//!   [`SQL_ENVELOPE_COLUMNS`]), and no entity takes a framework table's name (`cqrs_...`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +37,59 @@ use crate::attribute::AttrType;
 use crate::lang::may_produce_same;
 use crate::model::{CREATED_AT, Entity, ITEM_FIELDS, KeyType, Model, ModelError};
 use crate::template::{Part, Template, describe};
+
+/// PostgreSQL's longest identifier, in bytes (`NAMEDATALEN - 1`): a longer one is cut silently.
+pub const SQL_IDENTIFIER_BYTES: usize = 63;
+
+/// The suffix of an entity's longest derived name in the relational read model (its index
+/// `<entity>_tenant_updated`).
+const SQL_TABLE_SUFFIX: &str = "_tenant_updated";
+
+/// The relational read model's envelope columns (and `synced_at`): an attribute of one of these
+/// names gets the column `attr_<name>` (`cqrs_sql::schema::column_name`; a test of cqrs-sql keeps
+/// both lists equal).
+pub const SQL_ENVELOPE_COLUMNS: [&str; 21] = [
+    "pk",
+    "sk",
+    "id",
+    "tenant_code",
+    "item_type",
+    "code",
+    "name",
+    "version",
+    "is_deleted",
+    "seq",
+    "ttl",
+    "source",
+    "request_id",
+    "created_at",
+    "created_by",
+    "created_ip",
+    "updated_at",
+    "updated_by",
+    "updated_ip",
+    "attributes",
+    "synced_at",
+];
+
+/// The prefix of the relational read model's own tables (`cqrs_items`, `cqrs_removed`, ...).
+const SQL_FRAMEWORK_PREFIX: &str = "cqrs_";
+
+/// The column of attribute `name` in the relational read model.
+fn sql_column(name: &str) -> String {
+    if SQL_ENVELOPE_COLUMNS.contains(&name) {
+        format!("attr_{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// A name with a control character, as the error says it.
+fn control_character(name: &str) -> Option<String> {
+    name.chars()
+        .any(char::is_control)
+        .then(|| format!("the name {name:?} holds a control character"))
+}
 
 /// DynamoDB's limit of GSIs per table.
 pub const MAX_GSIS: usize = 20;
@@ -84,6 +144,9 @@ fn check_indexes(model: &Model, errors: &mut Errors<'_>) {
                 "an index name is 3 to 255 characters of a-z, A-Z, 0-9, `_`, `-`, `.`",
             );
         }
+        if let Some(message) = control_character(&index.name) {
+            errors.push(&place, "name", message);
+        }
         for (field, keys, min) in [("pk", &index.pk, 1), ("sk", &index.sk, 0)] {
             if keys.len() < min || keys.len() > MAX_MULTI_ATTRIBUTES {
                 errors.push(
@@ -131,6 +194,9 @@ fn check_indexes(model: &Model, errors: &mut Errors<'_>) {
                 if attr.is_empty() {
                     errors.push(&place, "projection", "an empty attribute name");
                 }
+                if let Some(message) = control_character(attr) {
+                    errors.push(&place, "projection", message);
+                }
             }
         }
     }
@@ -158,6 +224,15 @@ fn check_template_refs(
                 }
                 if text.chars().any(char::is_control) {
                     errors.push(place, field, format!("literal {text:?} holds a control character"));
+                }
+                if text.contains('\u{10FFFF}') {
+                    errors.push(
+                        place,
+                        field,
+                        format!(
+                            "literal {text:?} holds U+10FFFF, which no key part may hold (it ends every range read of a prefix)"
+                        ),
+                    );
                 }
             }
             Part::Attr { name, bucket } => match entity.attributes.get(name) {
@@ -258,6 +333,34 @@ fn check_entity(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
             "an entity name is lower-case letters, digits and `_`",
         );
     }
+    if let Some(message) = control_character(&entity.name) {
+        errors.push(place, "name", message);
+    }
+    if entity.name.len() + SQL_TABLE_SUFFIX.len() > SQL_IDENTIFIER_BYTES {
+        errors.push(
+            place,
+            "name",
+            format!(
+                "{} bytes: the relational read model's table and its index `{}{SQL_TABLE_SUFFIX}` \
+                 must fit PostgreSQL's identifiers of {SQL_IDENTIFIER_BYTES} bytes (which it would \
+                 cut): an entity name has at most {} bytes",
+                entity.name.len(),
+                entity.name,
+                SQL_IDENTIFIER_BYTES - SQL_TABLE_SUFFIX.len()
+            ),
+        );
+    }
+    if entity.name.starts_with(SQL_FRAMEWORK_PREFIX) {
+        errors.push(
+            place,
+            "name",
+            format!(
+                "`{SQL_FRAMEWORK_PREFIX}` starts the names of the relational read model's own \
+                 tables (cqrs_items, cqrs_removed, ...): name the entity otherwise"
+            ),
+        );
+    }
+    let mut columns: BTreeMap<String, &str> = BTreeMap::new();
     for (name, attr) in &entity.attributes {
         let field = format!("attributes.{name}");
         if name.is_empty() || name.contains(['#', '@', '.', '{', '}']) {
@@ -267,16 +370,46 @@ fn check_entity(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
                 "an attribute name holds no `#`, `@`, `.`, `{` or `}`",
             );
         }
+        if let Some(message) = control_character(name) {
+            errors.push(place, &field, message);
+        }
+        let column = sql_column(name);
+        if column.len() > SQL_IDENTIFIER_BYTES {
+            errors.push(
+                place,
+                &field,
+                format!(
+                    "its column in the relational read model ({} bytes) must fit PostgreSQL's \
+                     identifiers of {SQL_IDENTIFIER_BYTES} bytes (which it would cut)",
+                    column.len()
+                ),
+            );
+        }
+        if let Some(other) = columns.insert(column.clone(), name) {
+            let (first, second) = if other < name.as_str() {
+                (other, name.as_str())
+            } else {
+                (name.as_str(), other)
+            };
+            errors.push(
+                place,
+                &format!("attributes.{second}"),
+                format!(
+                    "{first:?} and {second:?} would have the same column `{column}` in the \
+                     relational read model: rename one"
+                ),
+            );
+        }
         if attr.ty == AttrType::Enum {
             if attr.values.is_empty() {
                 errors.push(place, &field, "an enum needs `values`");
             }
             for value in &attr.values {
-                if cqrs_keys::validate_component("enum value", value).is_err() {
+                if let Err(error) = cqrs_keys::validate_component("enum value", value) {
                     errors.push(
                         place,
                         &field,
-                        format!("enum value {value:?} is empty or holds `#`, `@` or a control character: it would break keys"),
+                        format!("enum value {value:?} would break keys: {error}"),
                     );
                 }
             }
@@ -579,6 +712,14 @@ fn check_patterns(model: &Model, errors: &mut Errors<'_>) {
     for pattern in &model.patterns {
         let place = format!("pattern `{}`", pattern.name);
         let place = place.as_str();
+        if let Some(message) = control_character(&pattern.name) {
+            errors.push(place, "name", message);
+        }
+        for param in &pattern.params {
+            if let Some(message) = control_character(param) {
+                errors.push(place, "params", message);
+            }
+        }
         if let Some(index) = &pattern.index
             && model.index(index).is_none()
         {

@@ -51,7 +51,7 @@ mod value;
 pub use attribute::{
     AttrType, Attribute, Case, TIMESTAMP_WIDTH, format_timestamp, parse_timestamp,
 };
-pub use check::{MAX_GSIS, MAX_MULTI_ATTRIBUTES};
+pub use check::{MAX_GSIS, MAX_MULTI_ATTRIBUTES, SQL_ENVELOPE_COLUMNS, SQL_IDENTIFIER_BYTES};
 pub use derive::{DeriveError, DerivedKeys, ItemView};
 pub use lint::{Finding, LintReport, MAX_KEY_PARTS, RULES, Severity, lint, lint_source};
 pub use model::{

@@ -312,3 +312,103 @@ fn the_change_logs_prefix_is_no_entitys() {
     // A prefix that merely begins like it is another prefix.
     assert!(errors("[entities.mine]\npk = \"CQRS_CHANGE_LOGS#{tenant}\"\nsk = \"x\"\n").is_empty());
 }
+
+#[test]
+fn names_hold_no_control_character() {
+    // An attribute name that would end a SQL comment (`-- ...`) and start a statement of its own
+    // in a migration of the relational read model.
+    assert_error(
+        "attributes.\"a\\nDROP TABLE x; --\" = { type = \"string\" }\n",
+        "entity `order`",
+        "attributes.a\nDROP TABLE x; --",
+        "control character",
+    );
+    assert_error(
+        "attributes.\"tab\\tbed\" = { type = \"number\" }\n",
+        "entity `order`",
+        "attributes.tab\tbed",
+        "control character",
+    );
+    assert_error(
+        "[patterns.\"by\\u0000user\"]\nentity = \"order\"\n",
+        "pattern `by\0user`",
+        "name",
+        "control character",
+    );
+}
+
+#[test]
+fn names_postgresql_would_shorten_or_merge_are_refused() {
+    // PostgreSQL keeps 63 bytes of an identifier and cuts the rest silently: a table (and its
+    // `<entity>_tenant_updated` index), a column.
+    let long_entity = "e".repeat(49);
+    assert_error(
+        &format!(
+            "[entities.{long_entity}]\npk = \"E#{{tenant}}\"\nsk = \"{{eId}}\"\nattributes.eId = {{ type = \"string\" }}\n"
+        ),
+        &format!("entity `{long_entity}`"),
+        "name",
+        "63 bytes",
+    );
+    let fits = "e".repeat(48);
+    assert_eq!(
+        errors(&format!(
+            "[entities.{fits}]\npk = \"E#{{tenant}}\"\nsk = \"{{eId}}\"\nattributes.eId = {{ type = \"string\" }}\n"
+        )),
+        Vec::new()
+    );
+    let long_attribute = "a".repeat(64);
+    assert_error(
+        &format!("attributes.{long_attribute} = {{ type = \"string\" }}\n"),
+        "entity `order`",
+        &format!("attributes.{long_attribute}"),
+        "63 bytes",
+    );
+    assert_eq!(
+        errors(&format!(
+            "attributes.{} = {{ type = \"string\" }}\n",
+            "a".repeat(63)
+        )),
+        Vec::new()
+    );
+    // `code` is an envelope column of the read model: its column is `attr_code`, which an
+    // attribute of that name would share.
+    assert_error(
+        "attributes.code = { type = \"string\" }\nattributes.attr_code = { type = \"string\" }\n",
+        "entity `order`",
+        "attributes.code",
+        "same column `attr_code`",
+    );
+    // The framework's own tables (`cqrs_items`, `cqrs_removed`, ...) are no entity's.
+    assert_error(
+        "[entities.cqrs_items]\npk = \"CI#{tenant}\"\nsk = \"{ciId}\"\nattributes.ciId = { type = \"string\" }\n",
+        "entity `cqrs_items`",
+        "name",
+        "cqrs_",
+    );
+}
+
+#[test]
+fn key_literals_and_enum_values_hold_no_highest_code_point() {
+    // U+10FFFF ends every range read of the keys that begin with a prefix, so the key crate refuses
+    // it in key parts: a literal holding it would make every write of the entity a 400.
+    let model = BASE.replace(
+        "sk = \"ORDER#{orderId}\"",
+        "sk = \"ORDER\u{10FFFF}#{orderId}\"",
+    );
+    let found = Model::parse(&model).unwrap_err().0;
+    assert!(
+        found.iter().any(|e| e.place == "entity `order`"
+            && e.field == "sk"
+            && e.message.contains("U+10FFFF")),
+        "{found:#?}"
+    );
+    let model = BASE.replace("[\"OPEN\", \"DONE\"]", "[\"OPEN\", \"DONE\u{10FFFF}\"]");
+    let found = Model::parse(&model).unwrap_err().0;
+    assert!(
+        found
+            .iter()
+            .any(|e| e.field == "attributes.status" && e.message.contains("U+10FFFF")),
+        "{found:#?}"
+    );
+}
