@@ -8,9 +8,15 @@
 //! - a new entity: its table;
 //! - a new attribute: its column (nullable: rows already there lack it; a version that lacks a
 //!   required attribute goes to the generic table instead, see `crate::rows`);
-//! - a changed constraint (length, enum values, width) or requiredness: the check replaced `NOT
-//!   VALID` (rows already there are not checked again), `NOT NULL` dropped;
-//! - a removed attribute or entity: kept, so no data is lost (its column is made nullable);
+//! - a changed constraint (length, enum values, width) or requiredness: the column's old check
+//!   found in the catalog by its table and column and dropped, whatever its name, the new one
+//!   added, named, `NOT VALID` (rows already there are not checked again); `NOT NULL` dropped;
+//! - every name written into a statement is quoted ([`crate::schema::ident`],
+//!   [`crate::schema::literal`]), into a comment escaped ([`crate::schema::comment`]);
+//! - a removed attribute or entity: kept, so no data is lost (its column is made nullable): a
+//!   write sets a removed attribute's column to `NULL` (the value is in `attributes` from then on,
+//!   `crate::write`), and `crate::verify` reads every table and column there is, a removed entity's
+//!   too (its items go to the generic table; `cqrs rebuild --sql` takes their older rows out);
 //! - a changed type: refused, with what to do by hand.
 //!
 //! ```
@@ -29,13 +35,13 @@
 //! attributes.owner = { type = "string", max = 64 }
 //! "#).unwrap());
 //! let sql = migrate::plan(Some(&v1), &v2).unwrap().unwrap();
-//! assert!(sql.contains(r#"ALTER TABLE "task" ADD COLUMN IF NOT EXISTS "owner" text CHECK (octet_length("owner") <= 64);"#));
+//! assert!(sql.contains(r#"ALTER TABLE "task" ADD COLUMN IF NOT EXISTS "owner" text CONSTRAINT "task_owner_check" CHECK (octet_length("owner") <= 64);"#));
 //! assert_eq!(migrate::plan(Some(&v2), &v2).unwrap(), None);
 //! ```
 
 use std::path::{Path, PathBuf};
 
-use crate::schema::{Column, Schema, create_table, ident};
+use crate::schema::{Column, Schema, comment, create_table, drop_checks, ident};
 
 /// The schema file of a migrations folder.
 pub const SCHEMA_FILE: &str = "schema.json";
@@ -83,8 +89,8 @@ pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, Migrat
     for table in &new.tables {
         let Some(before) = old.table(&table.name) else {
             steps.push(format!(
-                "-- new entity {}{}",
-                table.name,
+                "{}{}",
+                note(&format!("new entity {}", table.name)),
                 create_table(&table.name, &table.columns, table.common_readable)
             ));
             continue;
@@ -99,7 +105,7 @@ pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, Migrat
                     };
                     steps.push(format!(
                         "ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {};",
-                        nullable.definition()
+                        nullable.definition(&table.name)
                     ));
                 }
                 Some(was) if was.sql_type != column.sql_type => {
@@ -112,10 +118,10 @@ pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, Migrat
                 }
                 Some(was) => {
                     if was.check != column.check {
+                        // The old constraint, found by its table and column (unnamed ones, made
+                        // before constraints were named, have a name PostgreSQL chose).
                         let check = column.check_name(&table.name);
-                        steps.push(format!(
-                            "ALTER TABLE {name} DROP CONSTRAINT IF EXISTS {check};"
-                        ));
+                        steps.push(drop_checks(&table.name, &column.name));
                         if let Some(expression) = &column.check {
                             steps.push(format!(
                                 "ALTER TABLE {name} ADD CONSTRAINT {check} CHECK ({expression}) NOT VALID;"
@@ -129,11 +135,11 @@ pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, Migrat
                         ));
                     }
                     if !was.required && column.required {
-                        steps.push(format!(
-                            "-- {}.{} is required from now on: versions without it go to the generic table; \
+                        steps.push(note(&format!(
+                            "{}.{} is required from now on: versions without it go to the generic table; \
                              rows already there keep NULL",
                             table.name, column.name
-                        ));
+                        )));
                     }
                 }
             }
@@ -141,10 +147,11 @@ pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, Migrat
         for was in &before.columns {
             if !table.columns.iter().any(|c| c.name == was.name) && was.required {
                 steps.push(format!(
-                    "-- {}.{} is no longer declared: its column stays, with its data\n\
-                     ALTER TABLE {name} ALTER COLUMN {} DROP NOT NULL;",
-                    table.name,
-                    was.name,
+                    "{}ALTER TABLE {name} ALTER COLUMN {} DROP NOT NULL;",
+                    comment(&format!(
+                        "{}.{} is no longer declared: its column stays, with its data",
+                        table.name, was.name
+                    )),
                     ident(&was.name)
                 ));
             }
@@ -158,10 +165,10 @@ pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, Migrat
     }
     for before in &old.tables {
         if new.table(&before.name).is_none() {
-            steps.push(format!(
-                "-- entity {} is no longer declared: its table stays, with its data",
+            steps.push(note(&format!(
+                "entity {} is no longer declared: its table stays, with its data",
                 before.name
-            ));
+            )));
         }
     }
     if steps.is_empty() {
@@ -171,6 +178,11 @@ pub fn plan(old: Option<&Schema>, new: &Schema) -> Result<Option<String>, Migrat
         "-- The relational read model: the changes of model.toml since the last migration (cqrs model sql).\n{}\n",
         steps.join("\n")
     )))
+}
+
+/// A comment line of a migration, without its newline ([`comment`]: a name in it stays in it).
+fn note(text: &str) -> String {
+    comment(text).trim_end_matches('\n').to_string()
 }
 
 /// The table in which the applied migrations are recorded (refinery's history table).
@@ -331,7 +343,9 @@ attributes.memberId = { type = "string", required = true }
         let sql = plan(Some(&schema(V1)), &schema(v2)).unwrap().unwrap();
         for needle in [
             r#"ALTER TABLE "loan" ADD COLUMN IF NOT EXISTS "due" timestamptz;"#,
-            r#"ALTER TABLE "loan" DROP CONSTRAINT IF EXISTS "loan_status_check";"#,
+            "DO 'DECLARE c name; BEGIN FOR c IN SELECT con.conname FROM pg_constraint con",
+            "WHERE t.relname = ''loan'' AND",
+            "a.attname = ''status'' AND NOT a.attisdropped",
             r#"ALTER TABLE "loan" ADD CONSTRAINT "loan_status_check" CHECK ("status" IN ('out', 'returned', 'lost')) NOT VALID;"#,
             r#"ALTER TABLE "loan" ALTER COLUMN "status" DROP NOT NULL;"#,
             "-- new entity member",
@@ -341,6 +355,95 @@ attributes.memberId = { type = "string", required = true }
         }
         // fee is gone from the model, its column (nullable already) stays: nothing to drop.
         assert!(!sql.contains("DROP COLUMN"), "{sql}");
+    }
+
+    #[test]
+    fn a_name_written_into_a_comment_cannot_end_it() {
+        // A schema whose names hold a newline (a schema.json written by hand, or a model that
+        // passed an older check): whatever the plan writes about them stays inside its comments.
+        let hostile = "x\nDROP TABLE \"loan\"; --";
+        let mut old = schema(V1);
+        let mut new = schema(V1);
+        let required = |name: &str| Column {
+            name: name.into(),
+            attribute: name.into(),
+            sql_type: "text".into(),
+            required: true,
+            check: None,
+        };
+        old.tables[0].columns.push(required(hostile));
+        new.tables[0].columns.push(Column {
+            required: false,
+            ..required(hostile)
+        });
+        old.tables.push(crate::schema::Table {
+            name: hostile.into(),
+            item_type: "X".into(),
+            common_readable: false,
+            columns: vec![],
+        });
+        new.tables[0]
+            .columns
+            .push(required("y\rDROP TABLE \"loan\"; --"));
+        let mut both = old.clone();
+        both.tables[0].columns.push(Column {
+            required: false,
+            ..required("y\rDROP TABLE \"loan\"; --")
+        });
+        for sql in [
+            plan(Some(&old), &new).unwrap().unwrap(),
+            plan(Some(&both), &new).unwrap().unwrap(),
+        ] {
+            assert!(
+                !code(&sql).contains("DROP TABLE"),
+                "a name became a statement:\n{sql}"
+            );
+        }
+    }
+
+    /// `sql` without its comments, quoted identifiers, string literals and dollar-quoted bodies:
+    /// the text PostgreSQL reads as statements.
+    fn code(sql: &str) -> String {
+        let mut out = String::new();
+        let mut chars = sql.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' | '\'' => {
+                    // To the closing quote; a doubled quote is one quote inside.
+                    while let Some(d) = chars.next() {
+                        if d == c {
+                            if chars.peek() == Some(&c) {
+                                chars.next();
+                            } else {
+                                break;
+                            }
+                        }
+                    }
+                    out.push_str(" q ");
+                }
+                '-' if chars.peek() == Some(&'-') => {
+                    // A comment runs to the end of its line (a newline or a carriage return).
+                    for d in chars.by_ref() {
+                        if d == '\n' || d == '\r' {
+                            break;
+                        }
+                    }
+                    out.push('\n');
+                }
+                '$' if chars.peek() == Some(&'$') => {
+                    chars.next();
+                    let mut previous = ' ';
+                    for d in chars.by_ref() {
+                        if previous == '$' && d == '$' {
+                            break;
+                        }
+                        previous = d;
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out
     }
 
     #[test]

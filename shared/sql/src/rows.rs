@@ -8,6 +8,15 @@
 //! and a refused row would stop the whole batch. Nothing is lost: the generic table holds every
 //! attribute.
 //!
+//! PostgreSQL stores no U+0000 (NUL) in `text` nor in `jsonb` (`invalid byte sequence for encoding
+//! "UTF8": 0x00`, `unsupported Unicode escape sequence`), and DynamoDB does. A row holds every
+//! string **value** as [`storable`] makes it: each U+0000 replaced by U+FFFD (the replacement
+//! character), in the envelope's text columns, in typed columns and in the `jsonb` attributes at any
+//! depth (an attribute *name* holding U+0000 too). `cqrs verify --sql` compares through the same
+//! transform, since its expected rows are made here. A **key** (`pk`, `sk`, `id`) is never
+//! rewritten (it would become another item's key): an item whose key holds U+0000 has no row;
+//! [`unstorable_key`] says why, and sql-sync parks the record with that reason.
+//!
 //! ```
 //! let model = cqrs_model::Model::parse(r#"
 //! [entities.task]
@@ -28,6 +37,7 @@
 //! assert_eq!(row.value("attributes"), Some(r#"{"colour":"red"}"#));
 //! ```
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -203,6 +213,135 @@ impl Rows {
     }
 }
 
+/// What stands for U+0000 in a stored value: U+FFFD, the replacement character.
+pub const NUL_REPLACEMENT: char = '\u{FFFD}';
+
+/// `text` as PostgreSQL can store it: each U+0000 replaced by [`NUL_REPLACEMENT`]; borrowed when
+/// it holds none (the usual case costs a scan, nothing else). Rows hold their string values so, and
+/// whatever compares a row with the data table (`cqrs verify --sql`) compares through it.
+///
+/// ```
+/// use cqrs_sql::rows::storable;
+/// assert_eq!(storable("bad\u{0}name"), "bad\u{FFFD}name");
+/// assert!(matches!(storable("fine"), std::borrow::Cow::Borrowed("fine")));
+/// ```
+pub fn storable(text: &str) -> Cow<'_, str> {
+    if text.contains('\0') {
+        Cow::Owned(text.replace('\0', "\u{FFFD}"))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// Makes `text` [`storable`] in place.
+fn make_storable(text: &mut String) {
+    if text.contains('\0') {
+        *text = text.replace('\0', "\u{FFFD}");
+    }
+}
+
+/// Makes every string inside `value` [`storable`], at any depth, map keys included.
+///
+/// ```
+/// use cqrs_item::Value;
+/// let mut value = Value::List(vec![Value::from("a\u{0}"), Value::Bool(true)]);
+/// cqrs_sql::rows::make_value_storable(&mut value);
+/// assert_eq!(value, Value::List(vec![Value::from("a\u{FFFD}"), Value::Bool(true)]));
+/// ```
+pub fn make_value_storable(value: &mut Value) {
+    match value {
+        Value::String(s) => make_storable(s),
+        Value::List(values) => values.iter_mut().for_each(make_value_storable),
+        Value::Map(map) => make_map_storable(map),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// [`make_value_storable`] for every value of `map`, and its keys.
+fn make_map_storable(map: &mut Map) {
+    if map.keys().any(|k| k.contains('\0')) {
+        *map = std::mem::take(map)
+            .into_iter()
+            .map(|(k, v)| (storable(&k).into_owned(), v))
+            .collect();
+    }
+    map.values_mut().for_each(make_value_storable);
+}
+
+/// Why `item` can have no row, if so: its key (`pk`, `sk` or `id`) holds U+0000, which PostgreSQL
+/// cannot store and which is never rewritten (that would be another item's key). sql-sync parks
+/// such a record with this reason.
+///
+/// ```
+/// let mut item = cqrs_item::Item::example();
+/// assert_eq!(cqrs_sql::rows::unstorable_key(&item), None);
+/// item.sk = "P\u{0}1".into();
+/// assert!(cqrs_sql::rows::unstorable_key(&item).unwrap().contains("U+0000"));
+/// ```
+pub fn unstorable_key(item: &Item) -> Option<String> {
+    key_problem(&item.pk, &item.sk).or_else(|| {
+        item.id.contains('\0').then(|| {
+            "its id holds U+0000, which PostgreSQL cannot store (a key is never rewritten)"
+                .to_string()
+        })
+    })
+}
+
+/// Why the key `pk`, `sk` can have no row, if so ([`unstorable_key`]).
+///
+/// ```
+/// assert!(cqrs_sql::rows::key_problem("LOAN#t1", "L\u{0}1").is_some());
+/// assert!(cqrs_sql::rows::key_problem("LOAN#t1", "L1").is_none());
+/// ```
+pub fn key_problem(pk: &str, sk: &str) -> Option<String> {
+    let which = match (pk.contains('\0'), sk.contains('\0')) {
+        (false, false) => return None,
+        (true, false) => "pk",
+        (false, true) => "sk",
+        (true, true) => "pk and sk",
+    };
+    Some(format!(
+        "its key ({which}) holds U+0000, which PostgreSQL cannot store (a key is never rewritten)"
+    ))
+}
+
+/// Every string value of `item` but its keys made [`storable`].
+fn make_item_storable(item: &mut Item) {
+    let Item {
+        code,
+        name,
+        tenant_code,
+        item_type,
+        source,
+        request_id,
+        created_at,
+        created_by,
+        created_ip,
+        updated_at,
+        updated_by,
+        updated_ip,
+        attributes,
+        ..
+    } = item;
+    for text in [
+        code,
+        name,
+        tenant_code,
+        item_type,
+        source,
+        request_id,
+        created_at,
+        created_by,
+        created_ip,
+        updated_at,
+        updated_by,
+        updated_ip,
+    ] {
+        make_storable(text);
+    }
+    make_map_storable(attributes);
+}
+
 fn timestamp(value: String) -> Option<String> {
     // An audit time that does not parse stays NULL rather than failing the batch.
     let check = cqrs_model::Attribute::new(AttrType::Timestamp);
@@ -308,6 +447,7 @@ fn build(
     mut item: Item,
     shape: &dyn Fn(Option<&Table>) -> Shape,
 ) -> Row {
+    make_item_storable(&mut item);
     let entity = model.entity_of_keys(&item.pk, &item.sk);
     let reason = match entity {
         None => "its keys match no entity of the model".to_string(),
@@ -446,6 +586,46 @@ attributes.code = { type = "string" }
         assert_eq!(row.version(), 3);
         assert_eq!(row.columns.len(), row.values.len());
         assert_eq!(row.types.len(), row.values.len());
+    }
+
+    #[test]
+    fn a_nul_in_any_value_is_written_as_u_fffd_and_a_key_is_never_rewritten() {
+        let model = Model::parse(MODEL).unwrap();
+        let schema = Schema::of(&model);
+        let mut notes = Map::new();
+        notes.insert("k\u{0}".into(), Value::List(vec![Value::from("x\u{0}y")]));
+        let mut item = loan(&[
+            ("loanId", Value::from("L1")),
+            ("status", Value::from("out")),
+            ("code", Value::from("c\u{0}")),
+            ("notes", Value::Map(notes)),
+            ("extra", Value::from("\u{0}\u{0}")),
+        ]);
+        item.name = "n\u{0}".into();
+        item.updated_by = "\u{0}u".into();
+        let row = row(&model, &schema, &item);
+        assert_eq!(Rows::new(model.clone()).row(item.clone()), row);
+        assert_eq!(row.table, "loan", "{:?}", row.reason);
+        assert!(
+            row.values.iter().flatten().all(|v| !v.contains('\0')),
+            "{:?}",
+            row.values
+        );
+        assert_eq!(row.value("name"), Some("n\u{FFFD}"));
+        assert_eq!(row.value("updated_by"), Some("\u{FFFD}u"));
+        assert_eq!(row.value("attr_code"), Some("c\u{FFFD}"));
+        assert_eq!(row.value("notes"), Some("{\"k\u{FFFD}\":[\"x\u{FFFD}y\"]}"));
+        assert_eq!(
+            row.value("attributes"),
+            Some("{\"extra\":\"\u{FFFD}\u{FFFD}\"}")
+        );
+        assert_eq!(unstorable_key(&item), None);
+        // A key is never rewritten: the item is refused, the key as it was.
+        item.sk = "L\u{0}1".into();
+        assert!(unstorable_key(&item).unwrap().contains("(sk)"));
+        let mut item = loan(&[]);
+        item.id = "x\u{0}".into();
+        assert!(unstorable_key(&item).unwrap().contains("id"));
     }
 
     #[test]

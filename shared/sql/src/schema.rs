@@ -15,7 +15,7 @@
 //! let schema = cqrs_sql::schema::Schema::of(&model);
 //! let ddl = schema.ddl();
 //! assert!(ddl.contains(r#"CREATE TABLE IF NOT EXISTS "task""#));
-//! assert!(ddl.contains(r#""taskId" text NOT NULL CHECK (octet_length("taskId") <= 26)"#));
+//! assert!(ddl.contains(r#""taskId" text NOT NULL CONSTRAINT "task_taskId_check" CHECK (octet_length("taskId") <= 26)"#));
 //! assert!(ddl.contains(r#"CREATE TABLE IF NOT EXISTS "cqrs_items""#));
 //! ```
 
@@ -30,6 +30,26 @@ pub const GENERIC_TABLE: &str = "cqrs_items";
 /// The table of removals: the last version of each item that left the data table (its TTL
 /// expired), so that a replayed older state does not bring it back. Not for readers.
 pub const REMOVED_TABLE: &str = "cqrs_removed";
+
+/// The table of parked records: what sql-sync could not write (a key holding U+0000, a record that
+/// is not an item, a row PostgreSQL refused), with the reason, so that nothing is lost and no such
+/// record holds its shard. Keys are `bytea` (their UTF-8 bytes, a NUL kept as is). Not for readers.
+/// sql-sync creates it at cold start ([`parked_table_ddl`]).
+pub const PARKED_TABLE: &str = "cqrs_parked";
+
+/// `CREATE TABLE IF NOT EXISTS` of [`PARKED_TABLE`] (safe to run again).
+///
+/// ```
+/// assert!(cqrs_sql::schema::parked_table_ddl().contains(r#""cqrs_parked""#));
+/// ```
+pub fn parked_table_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {} (\n  \"sequence_number\" text PRIMARY KEY,\n  \"pk\" bytea,\n  \
+         \"sk\" bytea,\n  \"version\" bigint,\n  \"event_name\" text NOT NULL,\n  \"reason\" text NOT NULL,\n  \
+         \"record\" text NOT NULL,\n  \"parked_at\" timestamptz NOT NULL DEFAULT now()\n);\n",
+        ident(PARKED_TABLE)
+    )
+}
 
 /// The role the service's readers use: it sees the rows of the tenant in the session setting
 /// [`TENANT_SETTING`] (and the shared `common` rows where the model lets every tenant read them).
@@ -84,32 +104,80 @@ pub struct Column {
 }
 
 impl Column {
-    /// The column's definition in `CREATE TABLE` / `ADD COLUMN`.
+    /// The column's definition in `CREATE TABLE` / `ADD COLUMN` of `table`, its `CHECK` named
+    /// ([`Column::check_name`]).
     ///
     /// ```
-    /// let c = cqrs_sql::schema::Column { name: "n".into(), attribute: "n".into(), sql_type: "numeric".into(), required: false, check: None };
-    /// assert_eq!(c.definition(), r#""n" numeric"#);
+    /// let mut c = cqrs_sql::schema::Column { name: "n".into(), attribute: "n".into(), sql_type: "numeric".into(), required: false, check: None };
+    /// assert_eq!(c.definition("t"), r#""n" numeric"#);
+    /// c.check = Some(r#""n" >= 0"#.into());
+    /// assert_eq!(c.definition("t"), r#""n" numeric CONSTRAINT "t_n_check" CHECK ("n" >= 0)"#);
     /// ```
-    pub fn definition(&self) -> String {
+    pub fn definition(&self, table: &str) -> String {
         let mut out = format!("{} {}", ident(&self.name), self.sql_type);
         if self.required {
             out.push_str(" NOT NULL");
         }
         if let Some(check) = &self.check {
-            out.push_str(&format!(" CHECK ({check})"));
+            out.push_str(&format!(
+                " CONSTRAINT {} CHECK ({check})",
+                self.check_name(table)
+            ));
         }
         out
     }
 
-    /// The name of its `CHECK` constraint in `table`, for a migration that changes it.
+    /// The name of its `CHECK` constraint in `table` (quoted): `<table>_<column>_check`, the name
+    /// PostgreSQL gives an unnamed one, when that fits an identifier's
+    /// [`cqrs_model::SQL_IDENTIFIER_BYTES`]; else its first 40 bytes, a hash of the whole name and
+    /// `_check`, so that PostgreSQL never shortens it and two long names never become one. A
+    /// migration finds a column's constraint in the catalog by its table and column
+    /// ([`drop_checks`]), not by this name: constraints made before it was given are unnamed.
     ///
     /// ```
     /// let c = cqrs_sql::schema::Column { name: "fee".into(), attribute: "fee".into(), sql_type: "numeric".into(), required: false, check: None };
     /// assert_eq!(c.check_name("loan"), r#""loan_fee_check""#);
+    /// let long = cqrs_sql::schema::Column { name: "x".repeat(60), ..c };
+    /// assert_eq!(long.check_name("loan").len(), 63 + 2);
     /// ```
     pub fn check_name(&self, table: &str) -> String {
-        ident(&format!("{table}_{}_check", self.name))
+        let full = format!("{table}_{}_check", self.name);
+        if full.len() <= cqrs_model::SQL_IDENTIFIER_BYTES {
+            return ident(&full);
+        }
+        let stem = format!("{table}_{}", self.name);
+        let mut cut = 40;
+        while !stem.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        ident(&format!("{}_{:016x}_check", &stem[..cut], fnv1a(&full)))
     }
+}
+
+/// A 64-bit FNV-1a hash: the same in every process and release.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The statement that drops every `CHECK` constraint of column `column` of `table` (and only of
+/// it), found in the catalog (`pg_constraint`) whatever its name: one PostgreSQL named, shortened
+/// or not, or one [`Column::check_name`] named. The names travel as string literals, quoted by
+/// [`literal`], inside a `DO` block that is itself one literal.
+///
+/// ```
+/// let sql = cqrs_sql::schema::drop_checks("loan", "fee");
+/// assert!(sql.starts_with("DO '"), "{sql}");
+/// assert!(sql.contains("pg_constraint"));
+/// ```
+pub fn drop_checks(table: &str, column: &str) -> String {
+    let body = format!(
+        "DECLARE c name; BEGIN FOR c IN SELECT con.conname FROM pg_constraint con JOIN pg_class t ON t.oid = con.conrelid WHERE t.relname = {table} AND t.relnamespace = current_schema()::regnamespace AND con.contype = 'c' AND con.conkey = ARRAY[(SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attname = {column} AND NOT a.attisdropped)] LOOP EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', {table}, c); END LOOP; END",
+        table = literal(table),
+        column = literal(column),
+    );
+    format!("DO {};", literal(&body))
 }
 
 /// One entity's table.
@@ -140,7 +208,7 @@ pub struct Schema {
 /// assert_eq!(cqrs_sql::schema::column_name("code"), "attr_code");
 /// ```
 pub fn column_name(attribute: &str) -> String {
-    if ENVELOPE.iter().any(|(name, _)| *name == attribute) || attribute == "synced_at" {
+    if cqrs_model::SQL_ENVELOPE_COLUMNS.contains(&attribute) {
         format!("attr_{attribute}")
     } else {
         attribute.to_string()
@@ -164,6 +232,30 @@ pub fn ident(name: &str) -> String {
 /// ```
 pub fn literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
+}
+
+/// A SQL comment line (`-- text`, and its newline), whatever `text` holds: a control character
+/// (a newline or a carriage return would end the comment, and what follows would run as a
+/// statement) is written escaped, as Rust writes it (`\n`, `\u{7}`).
+///
+/// ```
+/// assert_eq!(cqrs_sql::schema::comment("entity a"), "-- entity a\n");
+/// assert_eq!(
+///     cqrs_sql::schema::comment("x\nDROP TABLE t; --"),
+///     "-- x\\nDROP TABLE t; --\n"
+/// );
+/// ```
+pub fn comment(text: &str) -> String {
+    let mut out = String::from("-- ");
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\n');
+    out
 }
 
 fn column(attribute_name: &str, attribute: &Attribute) -> Column {
@@ -296,7 +388,7 @@ pub(crate) fn create_table(name: &str, columns: &[Column], common_readable: bool
         .iter()
         .map(|(column, definition)| format!("  {} {definition}", ident(column)))
         .collect();
-    lines.extend(columns.iter().map(|c| format!("  {}", c.definition())));
+    lines.extend(columns.iter().map(|c| format!("  {}", c.definition(name))));
     lines.push("  \"synced_at\" timestamptz NOT NULL DEFAULT now()".into());
     lines.push("  PRIMARY KEY (\"pk\", \"sk\")".into());
     let mut out = format!(
@@ -353,18 +445,30 @@ attributes.code = { type = "string", required = true }
 "#;
 
     #[test]
+    fn the_model_check_knows_the_envelopes_columns() {
+        // The model refuses two attributes that would share a column (`code` and `attr_code`):
+        // it must know the same envelope.
+        let envelope: Vec<&str> = ENVELOPE
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(["synced_at"])
+            .collect();
+        assert_eq!(envelope, cqrs_model::SQL_ENVELOPE_COLUMNS);
+    }
+
+    #[test]
     fn every_declared_attribute_gets_a_typed_column_with_its_constraints() {
         let schema = Schema::of(&Model::parse(MODEL).unwrap());
         let loan = schema.table("loan").unwrap();
-        let defs: Vec<String> = loan.columns.iter().map(Column::definition).collect();
+        let defs: Vec<String> = loan.columns.iter().map(|c| c.definition("loan")).collect();
         assert_eq!(
             defs,
             [
                 r#""due" timestamptz"#,
-                r#""fee" numeric CHECK ("fee" >= 0 AND "fee" < 1e4 AND "fee" = trunc("fee"))"#,
-                r#""loanId" text NOT NULL CHECK (octet_length("loanId") <= 26)"#,
+                r#""fee" numeric CONSTRAINT "loan_fee_check" CHECK ("fee" >= 0 AND "fee" < 1e4 AND "fee" = trunc("fee"))"#,
+                r#""loanId" text NOT NULL CONSTRAINT "loan_loanId_check" CHECK (octet_length("loanId") <= 26)"#,
                 r#""notes" jsonb"#,
-                r#""status" text NOT NULL CHECK ("status" IN ('out', 'returned'))"#,
+                r#""status" text NOT NULL CONSTRAINT "loan_status_check" CHECK ("status" IN ('out', 'returned'))"#,
             ]
         );
         assert!(!loan.common_readable);

@@ -13,6 +13,8 @@ use cqrs_sql::{
     schema::Schema,
     write::{Change, Writer, Written, apply},
 };
+use std::collections::HashMap;
+
 use tokio_postgres::{Client, NoTls};
 
 const MODEL: &str = r#"
@@ -487,23 +489,60 @@ async fn row_level_security_refuses_another_tenants_rows() {
     assert!(message.contains("permission denied"), "{write:?}");
 }
 
+/// A consistent read's answer: the data table's items by key.
+type Answer = std::future::Ready<Result<HashMap<(String, String), Item>, String>>;
+
+/// The data table's items of `keys` as `items` says they are now (a consistent read's answer).
+fn now_of(items: &[Item]) -> impl FnMut(Vec<(String, String)>) -> Answer + '_ {
+    move |keys| {
+        std::future::ready(Ok(items
+            .iter()
+            .filter(|i| keys.contains(&(i.pk.clone(), i.sk.clone())))
+            .map(|i| ((i.pk.clone(), i.sk.clone()), i.clone()))
+            .collect()))
+    }
+}
+
+async fn removed_version(client: &Client, id: &str) -> Option<i64> {
+    client
+        .query_opt(
+            r#"SELECT "version" FROM "cqrs_removed" WHERE "pk" = 'LOAN#t1' AND "sk" = $1"#,
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .map(|r| r.get(0))
+}
+
 #[tokio::test]
-async fn verify_names_every_kind_of_difference_and_repair_leaves_none() {
+async fn verify_names_every_kind_of_difference_and_repair_is_newest_wins() {
     let (_pg, mut client) = migrated("verify").await;
     let model = model();
+    let rows = cqrs_sql::rows::Rows::new(model.clone());
     let schema = Schema::of(&model);
-    let expected_items = [
+    // The data table as a scan read it; then as it is when the repair reads each key again.
+    let scanned = [
         loan("V1", 2, "out"),      // behind: PostgreSQL has version 1
-        loan("V2", 1, "out"),      // ahead: PostgreSQL has version 3
+        loan("V2", 1, "out"),      // ahead: PostgreSQL has version 3, written after the scan
         loan("V3", 1, "out"),      // content: another status at the same version
         loan("V4", 1, "out"),      // missing
         loan("V5", 1, "out"),      // fine
         loan("V7", 1, "returned"), // misplaced: in the generic table
+        loan("V8", 1, "out"),      // ahead: PostgreSQL has version 3, the data table never had
+        loan("V10", 1, "out"),     // missing: expired after the scan, sql-sync removed it
     ];
-    let expected: Vec<_> = expected_items
-        .iter()
-        .map(|i| row(&model, &schema, i))
-        .collect();
+    let now = [
+        loan("V1", 2, "out"),
+        loan("V2", 3, "out"),
+        loan("V3", 1, "out"),
+        loan("V4", 1, "out"),
+        loan("V5", 1, "out"),
+        loan("V6", 1, "out"), // orphan of the scan: created after it
+        loan("V7", 1, "returned"),
+        loan("V8", 1, "out"),
+        // V9 (an orphan, version 2) expired before the repair read it again; V10 expired.
+    ];
+    let expected: Vec<_> = scanned.iter().map(|i| row(&model, &schema, i)).collect();
     apply(
         &mut client,
         &[
@@ -511,7 +550,16 @@ async fn verify_names_every_kind_of_difference_and_repair_leaves_none() {
             upsert(&loan("V2", 3, "out")),
             upsert(&loan("V3", 1, "returned")),
             upsert(&loan("V5", 1, "out")),
-            upsert(&loan("V6", 1, "out")), // orphan
+            upsert(&loan("V6", 1, "out")),
+            upsert(&loan("V8", 3, "out")),
+            upsert(&loan("V9", 2, "out")),
+            upsert(&loan("V10", 1, "out")),
+            Change::Remove {
+                table: Some("loan".into()),
+                pk: "LOAN#t1".into(),
+                sk: "V10".into(),
+                version: 1,
+            },
         ],
     )
     .await
@@ -534,27 +582,354 @@ async fn verify_names_every_kind_of_difference_and_repair_leaves_none() {
         kinds,
         [
             ("V1", "behind"),
+            ("V10", "missing"),
             ("V2", "ahead"),
             ("V3", "content"),
             ("V4", "missing"),
             ("V6", "orphan"),
             ("V7", "misplaced"),
+            ("V8", "ahead"),
+            ("V9", "orphan"),
         ]
     );
-    let repaired = cqrs_sql::verify::repair(&mut client, &schema, &expected, &differences)
+    let repaired = cqrs_sql::verify::repair(&mut client, &rows, &differences, now_of(&now))
         .await
         .unwrap();
-    assert_eq!(repaired, 6);
-    assert!(
-        cqrs_sql::verify::compare(&client, &schema, &expected)
-            .await
-            .unwrap()
-            .is_empty()
+    // V1, V3, V4 and V7 written, V2 and V6 written again as they are (at their version), V9
+    // removed; V8 is newer than the data table's state, V10 stays removed.
+    assert_eq!(repaired, 7);
+    let keys: Vec<(String, String)> = differences
+        .iter()
+        .map(|d| (d.pk.clone(), d.sk.clone()))
+        .collect();
+    let remaining = cqrs_sql::verify::check(&client, &rows, &keys, now_of(&now))
+        .await
+        .unwrap();
+    let kinds: Vec<(&str, &str)> = remaining.iter().map(|d| (d.sk.as_str(), d.kind)).collect();
+    assert_eq!(kinds, [("V8", "ahead")], "never lowered");
+    assert_eq!(
+        state(&client, "V2").await,
+        (Some((3, "out".into())), None),
+        "a row newer than the scan keeps its version"
     );
-    assert_eq!(state(&client, "V2").await, (Some((1, "out".into())), None));
-    assert_eq!(state(&client, "V6").await, (None, None));
+    assert_eq!(state(&client, "V8").await, (Some((3, "out".into())), None));
+    assert_eq!(
+        state(&client, "V6").await,
+        (Some((1, "out".into())), None),
+        "an item created after the scan stays"
+    );
+    assert_eq!(state(&client, "V9").await, (None, None));
+    assert_eq!(removed_version(&client, "V9").await, Some(2));
+    assert_eq!(
+        (
+            state(&client, "V10").await,
+            removed_version(&client, "V10").await
+        ),
+        ((None, None), Some(1)),
+        "an item removed after the scan does not come back, and its removal stays"
+    );
     assert_eq!(
         state(&client, "V7").await,
         (Some((1, "returned".into())), None)
     );
+    assert_eq!(state(&client, "V3").await, (Some((1, "out".into())), None));
+}
+
+/// Runs `second` on its own connection while `first` (a transaction on `client`, open) holds its
+/// writes, until `second` is done or waits for a lock; then commits `first` and lets `second`
+/// finish. Returns whether `second` had to wait.
+async fn beside_an_open_batch(
+    pg: &Pg,
+    client: &mut Client,
+    first: &[Change],
+    second: Vec<Change>,
+) -> bool {
+    let transaction = client.transaction().await.unwrap();
+    cqrs_sql::write::apply_in(&transaction, first)
+        .await
+        .unwrap();
+    let mut other = pg.connect().await;
+    let task = tokio::spawn(async move { apply(&mut other, &second).await.unwrap() });
+    let watcher = pg.connect().await;
+    let waited = loop {
+        if task.is_finished() {
+            break false;
+        }
+        let waiting: i64 = watcher
+            .query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    transaction.commit().await.unwrap();
+    task.await.unwrap();
+    waited
+}
+
+#[tokio::test]
+async fn concurrent_batches_of_one_key_are_serialised_newest_wins_across_tables_and_removals() {
+    let (pg, mut client) = migrated("concurrent").await;
+
+    // Version 3 does not fit its entity (the generic table) and is written, not committed yet,
+    // when another transaction writes version 4 (the entity's table). Both statements checked
+    // the other table in their own snapshot: the item must still end in one place, version 4.
+    let mut waited = vec![
+        beside_an_open_batch(
+            &pg,
+            &mut client,
+            &[upsert(&loan("C1", 3, "lost"))],
+            vec![upsert(&loan("C1", 4, "out"))],
+        )
+        .await,
+    ];
+
+    // The other way round: version 4 (the entity's table) open, version 3 (generic) beside it.
+    waited.push(
+        beside_an_open_batch(
+            &pg,
+            &mut client,
+            &[upsert(&loan("C2", 4, "out"))],
+            vec![upsert(&loan("C2", 3, "lost"))],
+        )
+        .await,
+    );
+
+    // A removal at version 3, open, and a state of version 3 beside it (a repair that read the
+    // data table just before the item expired): the removal is newer than nothing it allows back.
+    apply(&mut client, &[upsert(&loan("C3", 3, "out"))])
+        .await
+        .unwrap();
+    let removal = Change::Remove {
+        table: Some("loan".into()),
+        pk: "LOAN#t1".into(),
+        sk: "C3".into(),
+        version: 3,
+    };
+    waited.push(
+        beside_an_open_batch(
+            &pg,
+            &mut client,
+            &[removal],
+            vec![upsert(&loan("C3", 3, "out"))],
+        )
+        .await,
+    );
+    // One place each, the newest version; the removal is not undone by a state as old as it.
+    let mut states = Vec::new();
+    for id in ["C1", "C2", "C3"] {
+        states.push(state(&client, id).await);
+    }
+    assert_eq!(
+        states,
+        [
+            (Some((4, "out".into())), None),
+            (Some((4, "out".into())), None),
+            (None, None)
+        ],
+        "the second batch of each waited for the first: {waited:?}"
+    );
+    assert_eq!(waited, [true, true, true], "each key is locked per batch");
+}
+
+/// Applies `models` one after the other as a service's migrations (each plan from the one before).
+async fn migrated_through(name: &str, models: &[&str]) -> (Pg, Client) {
+    migrated_through_as(name, models, |sql| sql).await
+}
+
+/// [`migrated_through`], the first migration's SQL changed by `first` (a deployed stack's, written
+/// by an earlier release).
+async fn migrated_through_as(
+    name: &str,
+    models: &[&str],
+    first: impl Fn(String) -> String,
+) -> (Pg, Client) {
+    let (pg, mut client) = Pg::start(name).await;
+    let mut before: Option<Schema> = None;
+    let mut migrations = Vec::new();
+    for (n, text) in models.iter().enumerate() {
+        let schema = Schema::of(&Model::parse(text).unwrap());
+        let mut sql = migrate::plan(before.as_ref(), &schema).unwrap().unwrap();
+        if n == 0 {
+            sql = first(sql);
+        }
+        migrations.push((n as u32 + 1, format!("V{}__model.sql", n + 1), sql));
+        before = Some(schema);
+    }
+    migrate::apply(&mut client, &migrations).await.unwrap();
+    (pg, client)
+}
+
+/// `sql` with its constraints unnamed, as 9e3a3e6 and earlier wrote them (PostgreSQL names them).
+fn unnamed(sql: String) -> String {
+    let mut out = String::new();
+    let mut rest = sql.as_str();
+    while let Some(at) = rest.find("CONSTRAINT \"") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "CONSTRAINT \"".len()..];
+        let end = after.find("\" ").expect("a quoted name");
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    assert!(!out.contains("CONSTRAINT"), "{out}");
+    out
+}
+
+#[tokio::test]
+async fn a_long_columns_check_is_found_in_the_catalog_when_it_changes() {
+    // A stack whose V1 named its constraints, and one whose V1 did not (an earlier release's).
+    long_check("long-check", |sql| sql).await;
+    long_check("long-check-unnamed", unnamed).await;
+}
+
+async fn long_check(name: &str, first: impl Fn(String) -> String) {
+    // The table's and the columns' names fit (48 and 55 bytes), their CHECK constraints' names
+    // (`<table>_<column>_check`) do not: PostgreSQL would shorten them, and both columns' names
+    // share their first 63 bytes.
+    let table = "loans_of_the_branch_as_the_ledger_recorded_them1";
+    let one = "status_of_the_loan_as_the_branch_recorded_it_for_one";
+    let two = "status_of_the_loan_as_the_branch_recorded_it_for_two";
+    let v1 = format!(
+        "[entities.{table}]\npk = \"LOAN#{{tenant}}\"\nsk = \"{{loanId}}\"\n\
+         attributes.loanId = {{ type = \"string\", required = true }}\n\
+         attributes.{one} = {{ type = \"enum\", values = [\"out\", \"returned\"] }}\n\
+         attributes.{two} = {{ type = \"enum\", values = [\"out\", \"returned\"] }}\n"
+    );
+    let v2 = v1.replacen(
+        "values = [\"out\", \"returned\"]",
+        "values = [\"out\", \"returned\", \"lost\"]",
+        1,
+    );
+    let (_pg, mut client) = migrated_through_as(name, &[&v1, &v2], first).await;
+    let model = Model::parse(&v2).unwrap();
+    let mut item = loan("K1", 1, "out");
+    item.attributes.remove("status");
+    item.attributes.insert(one.into(), Value::from("lost"));
+    item.attributes.insert(two.into(), Value::from("out"));
+    let lost = row(&model, &Schema::of(&model), &item);
+    assert_eq!(lost.table, table, "\"lost\" fits column one from V2 on");
+    let written = apply(&mut client, &[Change::Upsert(lost)]).await;
+    assert!(
+        written.is_ok(),
+        "V2's CHECK of column one replaced V1's: {:?}",
+        written.map_err(|e| e.as_db_error().map(|d| d.message().to_string()))
+    );
+    // Column two's CHECK is V1's still: "lost" is refused there.
+    let refused = client
+        .batch_execute(&format!(
+            r#"INSERT INTO "{table}" ("pk", "sk", "id", "tenant_code", "item_type", "version", "{two}")
+               VALUES ('LOAN#t1', 'K2', 'x', 't1', 'LOAN', 1, 'lost')"#
+        ))
+        .await;
+    assert!(refused.is_err(), "column two keeps its CHECK");
+    // One CHECK a column.
+    let checks: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = $1::text::regclass AND contype = 'c'",
+            &[&format!("\"{table}\"")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(checks, 2);
+}
+
+#[tokio::test]
+async fn verify_reads_every_column_and_every_table_the_migrations_created() {
+    // V2 no longer declares loan.fee (its column stays) nor the branch entity (its table stays).
+    let v2 = MODEL
+        .replace("attributes.fee = { type = \"number\", width = 4 }\n", "")
+        .replace(
+            "[entities.branch]\npk = \"BRANCH#common\"\nsk = \"{branchId}\"\ncommon = true\nattributes.branchId = { type = \"string\", required = true }\n",
+            "",
+        );
+    assert!(!v2.contains("fee") && !v2.contains("branch"), "{v2}");
+    let (_pg, mut client) = migrated_through("retired", &[MODEL, &v2]).await;
+    // Under V1: a loan with a fee, and a branch.
+    let mut with_fee = loan("F1", 1, "out");
+    with_fee.attributes.insert("fee".into(), Value::from(5));
+    let mut branch = Item::example();
+    (branch.pk, branch.sk, branch.id) = (
+        "BRANCH#common".into(),
+        "B1".into(),
+        cqrs_keys::generate_id("BRANCH#common", "B1"),
+    );
+    (branch.tenant_code, branch.version) = ("common".into(), 1);
+    branch.attributes.clear();
+    branch
+        .attributes
+        .insert("branchId".into(), Value::from("B1"));
+    apply(&mut client, &[upsert(&with_fee), upsert(&branch)])
+        .await
+        .unwrap();
+
+    // Under V2: the loan's next version (its fee now one of the other attributes) and the
+    // branch's next version (no entity: the generic table).
+    let model = Model::parse(&v2).unwrap();
+    let schema = Schema::of(&model);
+    let mut next = with_fee.clone();
+    next.version = 2;
+    next.attributes.insert("fee".into(), Value::from(7));
+    let mut branch2 = branch.clone();
+    branch2.version = 2;
+    let rows = [row(&model, &schema, &next), row(&model, &schema, &branch2)];
+    assert_eq!(rows[1].table, "cqrs_items");
+    apply(
+        &mut client,
+        &rows.iter().cloned().map(Change::Upsert).collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    let stale: Option<String> = client
+        .query_one(r#"SELECT "fee"::text FROM "loan" WHERE "sk" = 'F1'"#, &[])
+        .await
+        .unwrap()
+        .get(0);
+    let differences = cqrs_sql::verify::compare(&client, &schema, &rows)
+        .await
+        .unwrap();
+    let kinds: Vec<(&str, &str)> = differences
+        .iter()
+        .map(|d| (d.sk.as_str(), d.kind))
+        .collect();
+    assert_eq!(
+        (stale, kinds),
+        (None, vec![("B1", "misplaced")]),
+        "the retired column holds no stale value; the retired table's older row is seen"
+    );
+
+    // A value in the retired column (written by hand) is a difference; the repair clears it and
+    // takes the branch's older row out of the retired table.
+    client
+        .batch_execute(r#"UPDATE "loan" SET "fee" = 9 WHERE "sk" = 'F1'"#)
+        .await
+        .unwrap();
+    let differences = cqrs_sql::verify::compare(&client, &schema, &rows)
+        .await
+        .unwrap();
+    let kinds: Vec<(&str, &str)> = differences
+        .iter()
+        .map(|d| (d.sk.as_str(), d.kind))
+        .collect();
+    assert_eq!(kinds, [("B1", "misplaced"), ("F1", "content")]);
+    let items = [next, branch2];
+    let rows_of = cqrs_sql::rows::Rows::new(model.clone());
+    cqrs_sql::verify::repair(&mut client, &rows_of, &differences, now_of(&items))
+        .await
+        .unwrap();
+    assert!(
+        cqrs_sql::verify::compare(&client, &schema, &rows)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let left: i64 = client
+        .query_one(r#"SELECT count(*) FROM "branch""#, &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
 }

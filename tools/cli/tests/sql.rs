@@ -105,3 +105,34 @@ fn a_model_change_becomes_the_next_migration() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_model_whose_names_could_become_sql_is_refused_and_nothing_is_written() {
+    let dir = std::env::temp_dir().join(format!("cqrs-cli-sql-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("model.toml");
+    let migrations = dir.join("migrations");
+    let (file, folder) = (model.to_str().unwrap(), migrations.to_str().unwrap());
+    // A newline in an attribute's name would end a `--` comment of a later migration, and what
+    // follows would run; a name longer than 63 bytes PostgreSQL would cut.
+    for attribute in [r#""x\nDROP TABLE task; --""#.to_string(), "y".repeat(64)] {
+        std::fs::write(
+            &model,
+            format!(
+                "[entities.task]\npk = \"TASK#{{tenant}}\"\nsk = \"{{taskId}}\"\n\
+                 attributes.taskId = {{ type = \"string\", required = true }}\n\
+                 attributes.{attribute} = {{ type = \"string\" }}\n"
+            ),
+        )
+        .unwrap();
+        let (code, out, err) = cqrs(&["model", "sql", "--file", file, "--migrations", folder]);
+        assert_ne!(code, 0, "{out}{err}");
+        assert!(
+            err.contains("control character") || err.contains("63 bytes"),
+            "{err}"
+        );
+        assert!(!migrations.exists(), "nothing written");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

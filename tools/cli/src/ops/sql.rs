@@ -2,17 +2,22 @@
 //! with the data table, and repaired from it (`cqrs_sql::verify`).
 //!
 //! The data table is scanned in parallel segments; each state is the row it must be under the
-//! service's model; PostgreSQL is read back and compared (`missing`, `behind`, `ahead`, `misplaced`,
-//! `content`, `orphan`). `rebuild --sql` then writes the data table's state over every difference in
-//! one transaction, and verifies again.
+//! service's model; PostgreSQL is read back, from every table of the read model it holds, and
+//! compared (`missing`, `behind`, `ahead`, `misplaced`, `content`, `orphan`, `unstorable`). The
+//! scan and PostgreSQL are not read at one instant while sql-sync writes, so `verify --sql`
+//! confirms each difference by reading its item again on both sides (a consistent `BatchGetItem`)
+//! before it reports it. `rebuild --sql` repairs the differences newest-wins from the item read
+//! again, as sql-sync writes (never a version lowered, never a removal undone; each item locked
+//! against sql-sync while it is repaired), then reads every repaired item again on both sides to
+//! say what remains (`cqrs_sql::verify::reconcile`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
 use cqrs_model::Model;
-use cqrs_sql::schema::Schema;
-use cqrs_sql::verify::{SqlDifference, compare, repair};
+use cqrs_sql::rows::Rows;
+use cqrs_sql::verify::{SqlDifference, reconcile};
 use cqrs_store::rebuild::{ItemTable, ScanScope};
 
 use super::{Connection, EXIT_DIFFERENCE, Need, fail, spinner};
@@ -52,7 +57,7 @@ async fn go(run: &SqlRun<'_>) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(run.model)
         .map_err(|e| format!("cannot read the model file {}: {e}", run.model.display()))?;
     let model = Model::parse(&text).map_err(|e| format!("{}: {e}", run.model.display()))?;
-    let schema = Schema::of(&model);
+    let rows = Rows::new(model);
     let store = run.connection.store(&[Need::Data]).await?;
     let progress = spinner(run.json, "data table rows read");
     let scope = ScanScope {
@@ -62,32 +67,22 @@ async fn go(run: &SqlRun<'_>) -> Result<ExitCode, String> {
     let items =
         super::verify::scan_all(&store, ItemTable::Data, &scope, run.segments, &progress).await?;
     progress.finish_and_clear();
-    let expected: Vec<_> = items
-        .iter()
-        .map(|item| cqrs_sql::rows::row(&model, &schema, item))
-        .collect();
+    let count = items.len();
+    let expected: Vec<_> = items.into_iter().map(|item| rows.row(item)).collect();
     let (mut client, connection) = tokio_postgres::connect(run.url, tokio_postgres::NoTls)
         .await
         .map_err(|e| format!("connecting to the database: {e}"))?;
     tokio::spawn(connection);
-    let sql_error = |e: tokio_postgres::Error| match e.as_db_error() {
-        Some(db) => format!("the database: {}", db.message()),
-        None => format!("the database: {e}"),
+    // The data table's items of some keys as they are now (strongly consistent).
+    let reread = |keys: Vec<(String, String)>| {
+        let store = &store;
+        async move { store.get_data_items(&keys).await }
     };
-    let mut differences = compare(&client, &schema, &expected)
+    let outcome = reconcile(&mut client, &rows, &expected, run.repair, reread)
         .await
-        .map_err(sql_error)?;
-    let found = differences.clone();
-    let mut repaired = 0;
-    if run.repair && !differences.is_empty() {
-        repaired = repair(&mut client, &schema, &expected, &differences)
-            .await
-            .map_err(sql_error)?;
-        differences = compare(&client, &schema, &expected)
-            .await
-            .map_err(sql_error)?;
-    }
-    report(run, items.len(), &found, repaired, &differences);
+        .map_err(|e| e.to_string())?;
+    let differences = outcome.remaining;
+    report(run, count, &outcome.found, outcome.repaired, &differences);
     Ok(if differences.is_empty() {
         ExitCode::SUCCESS
     } else {
@@ -127,6 +122,8 @@ fn report(
             "first": first(found),
             "repaired": repaired,
             "remaining": remaining.len(),
+            "remainingByKind": counts(remaining),
+            "remainingFirst": first(remaining),
         });
         println!("{out}");
         return;
@@ -152,7 +149,7 @@ fn report(
     let v = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     for d in found.iter().take(run.show) {
         println!(
-            "  {:<9} {} / {}  data v{}  sql v{}",
+            "  {:<10} {} / {}  data v{}  sql v{}",
             d.kind,
             d.pk,
             d.sk,
@@ -161,9 +158,28 @@ fn report(
         );
     }
     if run.repair {
+        let kinds: Vec<String> = counts(remaining)
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
         println!(
-            "repaired {repaired}; {} differences remain",
-            remaining.len()
+            "repaired {repaired}; {} differences remain (each item read again on both sides){}",
+            remaining.len(),
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kinds.join(", "))
+            }
         );
+        for d in remaining.iter().take(run.show) {
+            println!(
+                "  {:<10} {} / {}  data v{}  sql v{}",
+                d.kind,
+                d.pk,
+                d.sk,
+                v(d.data_version),
+                v(d.sql_version)
+            );
+        }
     }
 }

@@ -25,10 +25,10 @@ CREATE TABLE IF NOT EXISTS "task" (
   "updated_by" text NOT NULL DEFAULT '',
   "updated_ip" text NOT NULL DEFAULT '',
   "attributes" jsonb NOT NULL DEFAULT '{}'::jsonb,
-  "owner" text NOT NULL CHECK (octet_length("owner") <= 64),
-  "status" text NOT NULL CHECK ("status" IN ('open', 'done')),
-  "taskId" text CHECK (octet_length("taskId") <= 26),
-  "title" text NOT NULL CHECK (octet_length("title") <= 200),
+  "owner" text NOT NULL CONSTRAINT "task_owner_check" CHECK (octet_length("owner") <= 64),
+  "status" text NOT NULL CONSTRAINT "task_status_check" CHECK ("status" IN ('open', 'done')),
+  "taskId" text CONSTRAINT "task_taskId_check" CHECK (octet_length("taskId") <= 26),
+  "title" text NOT NULL CONSTRAINT "task_title_check" CHECK (octet_length("title") <= 200),
   "synced_at" timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY ("pk", "sk")
 );
