@@ -41,6 +41,11 @@
 //!   later record again, which the idempotent writes absorb. A record without a sequence number
 //!   is reported with an empty identifier, which fails the whole batch. Nothing is dropped
 //!   silently: a record is projected, ignored (not an `INSERT`), parked, or reported.
+//! - **A failed first record fails the invocation** ([`DataSync::invoke`], what the Lambda entry
+//!   point answers): Lambda's mapping resumes from, and bisects at, the sequence number returned,
+//!   so a reported first record would split nothing and, after the retries, take every record
+//!   after it to the on-failure destination. A failed invocation makes the mapping split the
+//!   batch in halves until a record that keeps failing is alone.
 //! - **Metrics**: every batch writes one CloudWatch EMF line ([`metrics`]): records, items,
 //!   parked, retried, projection lag (max and median) and duration.
 //!
@@ -269,6 +274,51 @@ impl DataSync {
     /// parked.
     pub async fn handle(&self, event: Event) -> DynamoDbEventResponse {
         self.handle_counted(event).await.0
+    }
+
+    /// What the Lambda invocation answers for one batch ([`handle_event`] calls it): the answer
+    /// of [`DataSync::handle`], except when it would report the batch's **first** record while the
+    /// batch holds more. Lambda's stream mapping resumes from, and with `BisectBatchOnFunctionError`
+    /// splits at, the sequence number a function returns, so a reported first record splits
+    /// nothing: after the retries that record goes to the on-failure destination together with
+    /// every record after it, of every item on the shard. The invocation fails instead
+    /// ([`NoProgress`]), which makes the mapping bisect the batch, so a record that keeps failing
+    /// (one that can neither be projected nor parked) ends up alone and is the only one sent to
+    /// the on-failure destination. What the batch's records before the failure wrote stays
+    /// written: every write is idempotent.
+    ///
+    /// ```no_run
+    /// # async fn run(sync: cqrs_data_sync::DataSync, event: aws_lambda_events::event::dynamodb::Event) {
+    /// match sync.invoke(event).await {
+    ///     Ok(response) => println!("{} records to deliver again", response.batch_item_failures.len()),
+    ///     Err(no_progress) => println!("the mapping bisects the batch: {no_progress}"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn invoke(&self, event: Event) -> Result<DynamoDbEventResponse, NoProgress> {
+        let records = event.records.len();
+        let first = event
+            .records
+            .first()
+            .and_then(|r| r.change.sequence_number.clone());
+        let response = self.handle(event).await;
+        let reports_first = first.is_some()
+            && response
+                .batch_item_failures
+                .iter()
+                .any(|f| f.item_identifier == first);
+        if records > 1 && reports_first {
+            tracing::error!(
+                records,
+                failed = response.batch_item_failures.len(),
+                "the batch's first record failed: the invocation fails so that the mapping splits the batch"
+            );
+            return Err(NoProgress {
+                records,
+                failed: response.batch_item_failures.len(),
+            });
+        }
+        Ok(response)
     }
 
     /// [`DataSync::handle`], also answering what became of the batch's records. Logs the batch
@@ -690,5 +740,23 @@ pub async fn handle_event(
     sync: &DataSync,
     event: LambdaEvent<Event>,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
-    Ok(sync.handle(event.payload).await)
+    Ok(sync.invoke(event.payload).await?)
+}
+
+/// A batch whose first record failed, answered as a failed invocation so that Lambda's mapping
+/// splits the batch ([`DataSync::invoke`]).
+///
+/// ```
+/// let error = cqrs_data_sync::NoProgress { records: 8, failed: 2 };
+/// assert!(error.to_string().starts_with("the first of the batch's 8 records failed"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the first of the batch's {records} records failed ({failed} reported): failing the invocation so that the mapping splits the batch"
+)]
+pub struct NoProgress {
+    /// Records in the batch.
+    pub records: usize,
+    /// Records the projection reported as failed.
+    pub failed: usize,
 }

@@ -6,7 +6,8 @@
 //! - **sql-sync**: prepared stream events (`INSERT` of version 1 of every item, then `MODIFY` to
 //!   version 2), handed to `handle` batch by batch: each record's image converted into an item and
 //!   a row, the batch's changes deduplicated, one transaction per batch with the generic-table and
-//!   removal checks, in a few pipelined statements ([`cqrs_sql::write::Writer::apply_pipelined`]).
+//!   removal checks, in a few pipelined statements, each chunk under a savepoint
+//!   ([`cqrs_sql::write::Writer::write_batch`]).
 //! - **the floor**: the same rows, computed before the clock starts, written batch by batch in one
 //!   transaction each with the plain statement a hand-written consumer would use, in its faster
 //!   form: `INSERT INTO t (...) SELECT ... FROM unnest($1::text[], ...) ON CONFLICT (pk, sk) DO

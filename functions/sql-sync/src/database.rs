@@ -29,6 +29,12 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::SyncError;
 
+/// How long opening a connection may take (TCP, TLS, authentication, RDS Proxy lending a database
+/// connection), well inside the function's 60 s timeout: RDS Proxy waits up to its borrow timeout
+/// (120 s by default) for a database connection to lend, and a function that waits for it would
+/// time out with nothing said. Past it, the batch is reported and Lambda retries it.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long an IAM authentication token is valid (RDS accepts at most 15 minutes). A token is
 /// only checked when a connection opens; an open connection outlives it.
 pub const TOKEN_LIFETIME: Duration = Duration::from_secs(900);
@@ -133,20 +139,22 @@ impl Database {
     }
 
     /// Opens a connection through `tls` (see [`tls`]): a fresh token for [`Database::Iam`], from
-    /// the function's credentials in its environment. The connection's task runs on the current
-    /// runtime.
+    /// the function's credentials in its environment, given up on after [`CONNECT_TIMEOUT`]
+    /// ([`SyncError::ConnectTimeout`]). The connection's task runs on the current runtime.
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), cqrs_sql_sync::SyncError> {
     /// use cqrs_sql_sync::database::{Database, tls};
     /// let database = Database::Url("postgres://postgres@127.0.0.1:5432/postgres".into());
     /// let client = database.connect(&tls(cqrs_store::client::AMAZON_ROOTS)?).await?;
-    /// client.simple_query("SELECT 1").await?;
+    /// client.simple_query("SELECT 1").await.map_err(cqrs_sql_sync::SyncError::Write)?;
     /// # Ok(()) }
     /// ```
     pub async fn connect(&self, tls: &MakeRustlsConnect) -> Result<Client, SyncError> {
-        let config = match self {
-            Database::Url(url) => url.parse::<tokio_postgres::Config>()?,
+        let mut config = match self {
+            Database::Url(url) => url
+                .parse::<tokio_postgres::Config>()
+                .map_err(|e| config_error(format!("SQL_URL: {e}")))?,
             Database::Iam(iam) => {
                 let credentials = credentials_from_env()?;
                 let mut config = tokio_postgres::Config::new();
@@ -160,7 +168,16 @@ impl Database {
                 config
             }
         };
-        let (client, connection) = config.connect(tls.clone()).await?;
+        // The TCP connection's own timeout, and one over the whole opening (TLS and the startup
+        // too, where RDS Proxy waits to lend a database connection).
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let (client, connection) =
+            tokio::time::timeout(CONNECT_TIMEOUT, config.connect(tls.clone()))
+                .await
+                .map_err(|_| SyncError::ConnectTimeout(CONNECT_TIMEOUT))?
+                .map_err(SyncError::Connect)?;
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::warn!(%error, "the database connection ended");

@@ -4,15 +4,32 @@
 //! newest state of each item, in per-item order), so a slow or failing database never stalls or
 //! slows data-sync, whose mapping reads the command table's stream.
 //!
-//! One batch is one transaction ([`cqrs_sql::write::Writer::apply_pipelined`]): every `INSERT` and
+//! One batch is one transaction ([`cqrs_sql::write::Writer::write_batch`]): every `INSERT` and
 //! `MODIFY` an idempotent, newest-wins upsert of the item's row, every `REMOVE` (the item expired) a
 //! delete at that version. The batch goes in a few statements ([`chunks`]): the next chunk's records
-//! are converted while PostgreSQL writes the one before. When the transaction fails (the database
-//! is down, restarting, refusing), the whole batch is reported in `batchItemFailures` from its
-//! first record, and Lambda retries it, bisects it, and after its retries sends it to the
-//! on-failure destination; the connection is opened again on the next invocation. A record that is not an item of the data table (an image that does not
-//! convert) is reported from its position, after the records before it were written: retried, then
-//! isolated by bisection and sent to the on-failure destination with nothing after it lost.
+//! are converted while PostgreSQL writes the one before.
+//!
+//! No record can stop a batch, and none is lost:
+//!
+//! - a U+0000 in a string value, which PostgreSQL cannot store, is written as U+FFFD
+//!   ([`cqrs_sql::rows::storable`]);
+//! - a record whose key holds U+0000 (never rewritten into another key), a record that is not an
+//!   item of the data table, and a row PostgreSQL refuses (a data error: SQLSTATE class 22 or 23,
+//!   [`cqrs_sql::write::ErrorClass::Data`]; the chunk is written again row by row under savepoints
+//!   to find it) are **parked** in `cqrs_parked` ([`cqrs_sql::schema::PARKED_TABLE`]) with their
+//!   reason (PostgreSQL's own message for a refused row), in the batch's transaction, and logged at
+//!   error level; the rest of the batch is written. They are never reported to Lambda: retrying
+//!   them would fail again, and hold their shard until the record's age limit. An operator reads
+//!   the table, fixes the cause, writes the items again (`cqrs rebuild --sql`) and deletes the
+//!   parked rows.
+//! - When the transaction fails otherwise (the connection closed, the database restarting or
+//!   refusing), the batch is written once more at once on a new connection (RDS Proxy closes idle
+//!   client connections, and the first batch after that finds its connection closed); if it fails
+//!   again, nothing of it was written and it is reported in `batchItemFailures` by its first record,
+//!   whose own sequence number it is: Lambda retries it until the record's age limit
+//!   (`MaximumRetryAttempts: -1`, `MaximumRecordAgeInSeconds`; every write is idempotent), and then
+//!   sends it to the on-failure destination. A connection that does not open within
+//!   [`database::CONNECT_TIMEOUT`] fails the same way, well inside the function's timeout.
 //!
 //! Where it connects, and how (a connection string locally, RDS Proxy with IAM authentication over
 //! TLS in AWS), is [`database`]'s.
@@ -35,18 +52,28 @@ use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventR
 use cqrs_item::Item;
 use cqrs_model::Model;
 use cqrs_sql::rows::Rows;
-use cqrs_sql::write::{Change, Writer, Written};
+use cqrs_sql::write::{BatchOutcome, Change, Entry, ErrorClass, Parked, Writer};
 use tokio::sync::Mutex;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::database::Database;
 
-/// Why sql-sync could not start.
+/// What failed: the connection, a batch's transaction, the migrations or the configuration. The
+/// text of a database error is PostgreSQL's own ([`cqrs_sql::write::describe`]).
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    /// The database could not be reached.
-    #[error("connecting to the database: {0}")]
-    Connect(#[from] tokio_postgres::Error),
+    /// The database could not be reached, or refused the connection.
+    #[error("connecting to the database: {}", cqrs_sql::write::describe(.0))]
+    Connect(tokio_postgres::Error),
+    /// The database did not answer the connection within this time
+    /// ([`database::CONNECT_TIMEOUT`]).
+    #[error("connecting to the database: no answer within {0:?}")]
+    ConnectTimeout(std::time::Duration),
+    /// A batch's transaction failed (nothing of it is written): the connection closed under it,
+    /// or the database refused it for a reason no row is to blame for (data errors are isolated
+    /// and parked instead).
+    #[error("writing the batch: {}", cqrs_sql::write::describe(.0))]
+    Write(tokio_postgres::Error),
     /// The migrations could not be applied.
     #[error(transparent)]
     Migrate(#[from] cqrs_sql::migrate::MigrateError),
@@ -55,7 +82,28 @@ pub enum SyncError {
     Config(String),
 }
 
-/// What one record of the data table's stream asks for.
+impl SyncError {
+    /// What kind of failure it is: a database error by its SQLSTATE
+    /// ([`ErrorClass::of`]); a connection that timed out is transient; the migrations and the
+    /// configuration need an operator.
+    ///
+    /// ```
+    /// use cqrs_sql::write::ErrorClass;
+    /// let error = cqrs_sql_sync::SyncError::ConnectTimeout(cqrs_sql_sync::database::CONNECT_TIMEOUT);
+    /// assert_eq!(error.class(), ErrorClass::Transient);
+    /// assert_eq!(cqrs_sql_sync::SyncError::Config("x".into()).class(), ErrorClass::Other);
+    /// ```
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            SyncError::Connect(error) | SyncError::Write(error) => ErrorClass::of(error),
+            SyncError::ConnectTimeout(_) => ErrorClass::Transient,
+            SyncError::Migrate(_) | SyncError::Config(_) => ErrorClass::Other,
+        }
+    }
+}
+
+/// What one record of the data table's stream asks for: `Err` with the reason when it is not an
+/// item, or when its key holds U+0000 (sql-sync parks such a record).
 ///
 /// ```
 /// let record = aws_lambda_events::event::dynamodb::EventRecord::default();
@@ -69,6 +117,20 @@ pub fn change(rows: &Rows, record: &EventRecord) -> Result<Change, String> {
 /// [`change`], taking the image it reads out of `record` instead of copying it (a batch's records
 /// are not needed whole once converted).
 fn change_taking(rows: &Rows, record: &mut EventRecord) -> Result<Change, String> {
+    let (upsert, item) = item_taking(record)?;
+    if let Some(reason) = cqrs_sql::rows::unstorable_key(&item) {
+        return Err(reason);
+    }
+    Ok(if upsert {
+        Change::Upsert(rows.row(item))
+    } else {
+        removal(rows, item)
+    })
+}
+
+/// The item of `record` (its new image for an `INSERT` or `MODIFY`: `true`, its old image for a
+/// `REMOVE`: `false`), taken out of it.
+fn item_taking(record: &mut EventRecord) -> Result<(bool, Item), String> {
     let event_name = record.event_name.as_str();
     let image = |image: &mut serde_dynamo::Item| -> Result<Item, String> {
         if image.is_empty() {
@@ -82,28 +144,70 @@ fn change_taking(rows: &Rows, record: &mut EventRecord) -> Result<Change, String
     // What is not read is freed now too (while PostgreSQL writes the chunk before), not with the
     // whole event after the commit.
     let change = &mut record.change;
-    drop(std::mem::take(&mut change.keys));
     match event_name {
         "INSERT" | "MODIFY" => {
             drop(std::mem::take(&mut change.old_image));
-            let item = image(&mut change.new_image)?;
-            Ok(Change::Upsert(rows.row(item)))
+            Ok((true, image(&mut change.new_image)?))
         }
         "REMOVE" => {
             drop(std::mem::take(&mut change.new_image));
-            let item = image(&mut change.old_image)?;
-            Ok(Change::Remove {
-                table: rows
-                    .model()
-                    .entity_of_keys(&item.pk, &item.sk)
-                    .map(|e| e.name.clone()),
-                pk: item.pk,
-                sk: item.sk,
-                version: item.version,
-            })
+            Ok((false, image(&mut change.old_image)?))
         }
         other => Err(format!("unknown eventName {other:?}")),
     }
+}
+
+fn removal(rows: &Rows, item: Item) -> Change {
+    Change::Remove {
+        table: rows
+            .model()
+            .entity_of_keys(&item.pk, &item.sk)
+            .map(|e| e.name.clone()),
+        pk: item.pk,
+        sk: item.sk,
+        version: item.version,
+    }
+}
+
+/// What sql-sync does with `record`: write its change, or park it (a key holding U+0000, a
+/// record that is not an item), taking its image.
+fn entry(rows: &Rows, record: &mut EventRecord) -> Entry {
+    let sequence_number = record.change.sequence_number.clone().unwrap_or_default();
+    let parked = |record: &EventRecord, item: Option<&Item>, reason: String| {
+        let key = |name: &str| match record.change.keys.get(name) {
+            Some(serde_dynamo::AttributeValue::S(s)) => Some(s.clone()),
+            _ => None,
+        };
+        Parked {
+            sequence_number: sequence_number.clone(),
+            pk: item.map(|i| i.pk.clone()).or_else(|| key("pk")),
+            sk: item.map(|i| i.sk.clone()).or_else(|| key("sk")),
+            version: item.map(|i| i.version),
+            event_name: record.event_name.clone(),
+            reason,
+            // The item when it converted; otherwise what is left of the record (its keys: the
+            // item is read again from the data table by them).
+            record: match item {
+                Some(item) => serde_json::to_string(item).unwrap_or_default(),
+                None => serde_json::json!({
+                    "eventName": record.event_name,
+                    "sequenceNumber": record.change.sequence_number,
+                    "keys": record.change.keys,
+                })
+                .to_string(),
+            },
+        }
+    };
+    let entry = match item_taking(record) {
+        Err(reason) => Entry::Park(parked(record, None, reason)),
+        Ok((upsert, item)) => match cqrs_sql::rows::unstorable_key(&item) {
+            Some(reason) => Entry::Park(parked(record, Some(&item), reason)),
+            None if upsert => Entry::Write(sequence_number.clone(), Change::Upsert(rows.row(item))),
+            None => Entry::Write(sequence_number.clone(), removal(rows, item)),
+        },
+    };
+    drop(std::mem::take(&mut record.change.keys));
+    entry
 }
 
 /// The function: the model, its schema, where its database is, and one connection, opened when
@@ -175,11 +279,25 @@ impl SqlSync {
             .iter()
             .map(|(v, name, sql)| (*v, name.to_string(), sql.to_string()))
             .collect();
-        Ok(cqrs_sql::migrate::apply(client, &owned).await?)
+        let applied = cqrs_sql::migrate::apply(client, &owned).await?;
+        // sql-sync's own table, whatever the service's migrations hold (a stack deployed before it
+        // existed gets it here, at its next cold start).
+        client
+            .batch_execute(&cqrs_sql::schema::parked_table_ddl())
+            .await
+            .map_err(|e| {
+                cqrs_sql::migrate::MigrateError::Apply(format!(
+                    "creating {}: {}",
+                    cqrs_sql::schema::PARKED_TABLE,
+                    cqrs_sql::write::describe(&e)
+                ))
+            })?;
+        Ok(applied)
     }
 
-    /// One batch: written in one transaction; what could not be written reported from its first
-    /// record.
+    /// One batch, in one transaction: every record written or parked (see the crate's
+    /// documentation); when the transaction fails, written once more at once on a new
+    /// connection; when that fails too, reported by its first record (nothing of it was written).
     ///
     /// ```no_run
     /// # async fn example(sync: cqrs_sql_sync::SqlSync, event: aws_lambda_events::event::dynamodb::Event) {
@@ -190,74 +308,95 @@ impl SqlSync {
     pub async fn handle(&self, mut event: Event) -> DynamoDbEventResponse {
         let records = event.records.len();
         let result = {
-            let changes = event
+            let (first, most) = chunks(records);
+            let mut entries = event
                 .records
                 .iter_mut()
-                .enumerate()
-                .map(|(at, record)| change_taking(&self.rows, record).map_err(|e| (at, e)));
-            let (first, most) = chunks(records);
-            self.write(changes, first, most).await
+                .map(|record| entry(&self.rows, record));
+            let mut spent = Vec::with_capacity(records);
+            let mut result = self.write(&mut entries, &mut spent, first, most).await;
+            if let Err(error @ SyncError::Write(_)) = &result
+                && error.class() != ErrorClass::Data
+            {
+                // The connection closed under the batch (RDS Proxy's idle close, a restart, a
+                // failover), or the database refused it for now: once more, on a new connection,
+                // before Lambda spends a retry on it.
+                tracing::warn!(
+                    %error,
+                    class = ?error.class(),
+                    records,
+                    "the batch was not written: writing it once more on a new connection"
+                );
+                let mut again = std::mem::take(&mut spent).into_iter().chain(&mut entries);
+                result = self.write(&mut again, &mut spent, first, most).await;
+            }
+            result
         };
-        let mut failed_at = None;
+        let mut response = DynamoDbEventResponse::default();
         match result {
-            Ok((written, stopped)) => {
+            Ok(BatchOutcome { written, parked }) => {
+                for record in &parked {
+                    tracing::error!(
+                        sequence_number = record.sequence_number,
+                        event_name = record.event_name,
+                        pk = ?record.pk,
+                        sk = ?record.sk,
+                        version = record.version,
+                        reason = record.reason,
+                        "a record of the data table's stream could not be written: parked in {}",
+                        cqrs_sql::schema::PARKED_TABLE
+                    );
+                }
                 tracing::info!(
                     records,
                     rows = written.rows,
                     deleted = written.deleted,
                     stale = written.stale,
+                    parked = parked.len(),
                     "batch written"
                 );
-                if let Some((at, reason)) = stopped {
-                    tracing::error!(
-                        sequence_number = event.records[at].change.sequence_number.as_deref(),
-                        reason,
-                        "a record of the data table's stream is not an item: reported, not written"
-                    );
-                    failed_at = Some(at);
-                }
             }
             Err(error) => {
-                tracing::error!(%error, records, "the batch was not written; it is retried");
-                failed_at = Some(0);
+                tracing::error!(
+                    %error,
+                    class = ?error.class(),
+                    records,
+                    "the batch was not written; Lambda retries it from its first record"
+                );
+                if let Some(record) = event.records.first() {
+                    let mut failure = DynamoDbBatchItemFailure::default();
+                    failure.item_identifier = record.change.sequence_number.clone();
+                    response.batch_item_failures.push(failure);
+                }
             }
-        }
-        let mut response = DynamoDbEventResponse::default();
-        if let Some(at) = failed_at
-            && let Some(record) = event.records.get(at)
-        {
-            let mut failure = DynamoDbBatchItemFailure::default();
-            failure.item_identifier = record.change.sequence_number.clone();
-            response.batch_item_failures.push(failure);
         }
         response
     }
 
-    /// Writes what `changes` yields in one transaction, converting the next chunk of records while
-    /// PostgreSQL writes the one before ([`Writer::apply_pipelined`]); the connection is opened
-    /// again after a failure.
-    async fn write<E>(
+    /// Writes what `entries` yields in one transaction ([`Writer::write_batch`]), opening the
+    /// connection when there is none; it is dropped after a failure (a fresh one next time).
+    async fn write(
         &self,
-        changes: impl Iterator<Item = Result<Change, E>>,
+        entries: &mut dyn Iterator<Item = Entry>,
+        spent: &mut Vec<Entry>,
         first: usize,
         most: usize,
-    ) -> Result<(Written, Option<E>), SyncError> {
+    ) -> Result<BatchOutcome, SyncError> {
         let mut slot = self.writer.lock().await;
         if slot.as_ref().is_none_or(Writer::is_closed) {
             *slot = Some(self.connect().await?);
         }
         let writer = slot.as_mut().expect("connected");
-        let result = writer.apply_pipelined(changes, first, most).await;
+        let result = writer.write_batch(entries, spent, first, most).await;
         if result.is_err() {
-            // A fresh connection next time: this one may be broken.
             *slot = None;
         }
-        Ok(result?)
+        result.map_err(SyncError::Write)
     }
 }
 
 /// How many records of a batch of `records` one statement writes: `(first, most)` for
-/// [`Writer::apply_pipelined`]. The first chunk is small ([`MIN_CHUNK`]), so that PostgreSQL starts
+/// [`Writer::write_batch`]. The first chunk is small ([`MIN_CHUNK`]), so that PostgreSQL starts
 /// early; the next ones double, up to a quarter of the batch ([`PIPELINE_DEPTH`]), so that
 /// converting one chunk overlaps PostgreSQL writing the one before, and never fewer than
 /// [`MIN_CHUNK`] (a statement's own cost, spread over too few rows, would cost more than the

@@ -1,11 +1,13 @@
 //! sql-sync under what streams and databases do, against a real PostgreSQL (a throwaway cluster of
 //! the test's own): the data table's records of many items, in per-item order across interleaved
 //! shards, delivered in batches of random sizes, some batches delivered twice, earlier batches
-//! replayed, the database connection killed before some deliveries (the batch fails and is retried,
-//! as Lambda's mapping retries it), one record that is not an item (retried, isolated, sent to the
-//! on-failure destination). At the end PostgreSQL holds exactly the data table's last state, item
-//! for item: the newest version of each, in its entity's table or in the generic table when that
-//! version does not fit, and nothing of the items that expired.
+//! replayed, the database connection killed before some deliveries (sql-sync connects again; a
+//! batch that fails is retried as Lambda's mapping retries it), one record that is not an item and
+//! one version PostgreSQL refuses (both parked in `cqrs_parked`, never reported). Every delivery goes through the local stream mapping's
+//! own code (`cqrs_local_stack::mapper::deliver`, Lambda's rule), not a helper of this test. At
+//! the end PostgreSQL holds exactly the data table's last state, item for item: the newest version
+//! of each, in its entity's table or in the generic table when that version does not fit, and
+//! nothing of the items that expired; nothing went to the on-failure destination.
 //!
 //! Seeded: it prints `seed N`; `SQL_CHAOS_SEED=N` replays the same run.
 
@@ -13,6 +15,7 @@ use std::collections::BTreeMap;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use cqrs_item::{Item, Value};
+use cqrs_local_stack::mapper::{DeliveryReport, Invoke, InvokeError, MapperConfig, deliver};
 use cqrs_local_stack::postgres::Throwaway;
 use cqrs_model::Model;
 use cqrs_sql::{migrate, schema::Schema};
@@ -83,32 +86,17 @@ fn event(records: &[EventRecord]) -> Event {
     event
 }
 
-/// Delivers `batch` as Lambda's mapping does: from the reported record on, again, up to 3 retries;
-/// a record that still fails alone goes to the on-failure destination (`dead`), and what follows
-/// it is delivered.
-async fn deliver(sync: &SqlSync, batch: &[EventRecord], dead: &mut Vec<String>, faults: &mut u32) {
-    let mut start = 0;
-    let mut retries = 0;
-    while start < batch.len() {
-        let response = sync.handle(event(&batch[start..])).await;
-        let Some(failure) = response.batch_item_failures.first() else {
-            return;
-        };
-        let at = batch[start..]
-            .iter()
-            .position(|r| r.change.sequence_number == failure.item_identifier)
-            .expect("the failure names a record of the batch")
-            + start;
-        if at > start {
-            (start, retries) = (at, 0);
-            continue;
-        }
-        retries += 1;
-        *faults += 1;
-        if retries > 3 {
-            dead.push(batch[at].change.sequence_number.clone().unwrap());
-            (start, retries) = (at + 1, 0);
-        }
+/// sql-sync, invoked in process by the local stream mapping.
+struct InProcess<'s>(&'s SqlSync);
+
+impl Invoke<EventRecord> for InProcess<'_> {
+    async fn invoke(&self, records: &[EventRecord]) -> Result<Vec<String>, InvokeError> {
+        let response = self.0.handle(event(records)).await;
+        Ok(response
+            .batch_item_failures
+            .into_iter()
+            .map(|f| f.item_identifier.unwrap_or_default())
+            .collect())
     }
 }
 
@@ -183,9 +171,35 @@ async fn postgres_ends_equal_to_the_data_table_under_duplicates_replays_reorderi
     bad.change.sequence_number = Some("999999999999999999999".into());
     let middle = shards[0].len() / 2;
     shards[0].insert(middle, bad);
+    // One version PostgreSQL refuses (a constraint of the database's own, SQLSTATE 23514), in the
+    // middle of shard 1: isolated row by row and parked, the records beside it written.
+    admin
+        .batch_execute("ALTER TABLE loan ADD CONSTRAINT chaos_refused CHECK (fee <> 9999)")
+        .await
+        .unwrap();
+    let mut refused = loan("LX", 1, "out");
+    refused
+        .attributes
+        .insert("fee".into(), Value::Number("9999".parse().unwrap()));
+    let middle = shards[1].len() / 2;
+    shards[1].insert(middle, record("INSERT", &refused, 999_999_999_999_999_998));
+    expected.insert("LX".into(), None);
 
-    let mut dead = Vec::new();
-    let (mut faults, mut batches, mut replays) = (0u32, 0u32, 0u32);
+    let failures = std::env::temp_dir().join(format!("sql-chaos-{}.jsonl", std::process::id()));
+    let config = MapperConfig {
+        retry_backoff: std::time::Duration::from_millis(1),
+        failure_file: failures.clone(),
+        ..MapperConfig::default()
+    };
+    let invoker = InProcess(&sync);
+    let mut total = DeliveryReport::default();
+    let mut deliver = async |batch: &[EventRecord]| {
+        let report = deliver(&invoker, "shard", batch, &config).await;
+        total.invocations += report.invocations;
+        total.failed_invocations += report.failed_invocations;
+        total.dead_letters.extend(report.dead_letters);
+    };
+    let (mut drops, mut batches, mut replays) = (0u32, 0u32, 0u32);
     for shard in &shards {
         let mut delivered: Vec<Vec<EventRecord>> = Vec::new();
         let mut at = 0;
@@ -209,32 +223,52 @@ async fn postgres_ends_equal_to_the_data_table_under_duplicates_replays_reorderi
                     )
                     .await
                     .unwrap();
+                drops += 1;
             }
-            deliver(&sync, &batch, &mut dead, &mut faults).await;
+            deliver(&batch).await;
             batches += 1;
             if rng.chance(20) {
-                deliver(&sync, &batch, &mut dead, &mut faults).await;
+                deliver(&batch).await;
                 replays += 1;
             }
             if !delivered.is_empty() && rng.chance(15) {
                 let earlier = delivered[rng.below(delivered.len() as u64) as usize].clone();
-                deliver(&sync, &earlier, &mut dead, &mut faults).await;
+                deliver(&earlier).await;
                 replays += 1;
             }
             delivered.push(batch);
         }
     }
+    let _ = std::fs::remove_file(&failures);
+    let parked: Vec<String> = admin
+        .query("SELECT sequence_number FROM cqrs_parked", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     println!(
-        "{batches} batches, {replays} redelivered, {faults} failed deliveries retried, {} dead-lettered",
-        dead.len()
+        "{batches} batches, {replays} redelivered, every connection dropped {drops} times; \
+         {} invocations, {} failed; {} dead-lettered, {} parked",
+        total.invocations,
+        total.failed_invocations,
+        total.dead_letters.len(),
+        parked.len()
     );
-    dead.dedup();
+    assert!(drops > 0, "the run injected faults");
     assert_eq!(
-        dead,
-        ["999999999999999999999"],
-        "only the record that is not an item (again when its batch was replayed)"
+        total.dead_letters,
+        Vec::<String>::new(),
+        "nothing goes to the on-failure destination"
     );
-    assert!(faults > 0, "the run injected faults");
+    let mut parked = parked;
+    parked.sort();
+    assert_eq!(
+        parked,
+        ["000999999999999999998", "999999999999999999999"],
+        "only the refused version and the record that is not an item are parked (once each, \
+         however often they were delivered)"
+    );
 
     // PostgreSQL holds the data table's last state, item for item.
     let mut found: BTreeMap<String, Option<(i64, bool)>> =

@@ -1027,6 +1027,107 @@ fn data_sync_reads_the_command_stream_in_order_with_bounded_retries() {
     assert_ok(check_stream, &workspace());
 }
 
+/// sql-sync's mapping: partial failures, bisection, retried without a count until the record's age
+/// (`MaximumRetryAttempts: -1`: sql-sync parks every record PostgreSQL refuses and reports a batch
+/// only when the database failed it, and every write is idempotent, so a retry can only help), an
+/// age below the stream's 24 h retention, and the on-failure queue.
+fn check_sql_stream(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    let (id, _) = SQL_SYNC;
+    let all_events = events(t, id);
+    let [(name, event)] = all_events.as_slice() else {
+        return vec![format!(
+            "{id}: expected exactly one event, got {all_events:?}"
+        )];
+    };
+    let at = |k: &str| format!("{id}.Events.{name}.{k}");
+    let props = get(event, &["Properties"]).cloned().unwrap_or(Value::Null);
+    let prop = |k: &str| get(&props, &[k]);
+    expect_eq(
+        &mut problems,
+        &at("Stream"),
+        prop("Stream"),
+        "${DataTable.StreamArn}",
+    );
+    if one_or_many(prop("FunctionResponseTypes")) != ["ReportBatchItemFailures"] {
+        problems.push(format!(
+            "{}: expected [\"ReportBatchItemFailures\"]",
+            at("FunctionResponseTypes")
+        ));
+    }
+    expect_eq(
+        &mut problems,
+        &at("BisectBatchOnFunctionError"),
+        prop("BisectBatchOnFunctionError"),
+        "true",
+    );
+    expect_eq(
+        &mut problems,
+        &at("ParallelizationFactor"),
+        prop("ParallelizationFactor"),
+        "1",
+    );
+    if int(prop("MaximumRetryAttempts")) != Some(-1) {
+        problems.push(format!(
+            "{}: expected -1 (until the record's age), got {:?}",
+            at("MaximumRetryAttempts"),
+            prop("MaximumRetryAttempts")
+        ));
+    }
+    match int(prop("MaximumRecordAgeInSeconds")) {
+        Some(age) if (60..=43_200).contains(&age) => {}
+        other => problems.push(format!(
+            "{}: expected a number in 60..=43200 (below the stream's 24 h), got {other:?}",
+            at("MaximumRecordAgeInSeconds")
+        )),
+    }
+    expect_eq(
+        &mut problems,
+        &at("DestinationConfig.OnFailure.Destination"),
+        get(&props, &["DestinationConfig", "OnFailure", "Destination"]),
+        "${SqlSyncFailureQueue.Arn}",
+    );
+    problems
+}
+
+#[test]
+fn sql_sync_retries_until_the_record_age_and_keeps_its_on_failure_queue() {
+    assert_ok(check_sql_stream, &workspace());
+}
+
+#[test]
+fn sql_stream_check_fails() {
+    for (key, value, needle) in [
+        ("MaximumRetryAttempts", "10", "MaximumRetryAttempts"),
+        (
+            "MaximumRecordAgeInSeconds",
+            "-1",
+            "MaximumRecordAgeInSeconds",
+        ),
+        (
+            "BisectBatchOnFunctionError",
+            "false",
+            "BisectBatchOnFunctionError",
+        ),
+        ("DestinationConfig", "{}", "DestinationConfig"),
+    ] {
+        let mut t = workspace();
+        *at(
+            &mut t,
+            &[
+                "Resources",
+                SQL_SYNC.0,
+                "Properties",
+                "Events",
+                "DataStream",
+                "Properties",
+                key,
+            ],
+        ) = yaml(value);
+        assert_fails(check_sql_stream, &t, needle);
+    }
+}
+
 #[test]
 fn each_function_may_do_exactly_what_it_uses() {
     assert_ok(check_policies, &workspace());

@@ -31,7 +31,13 @@ impl Invoke for InProcess {
         self.invocations.set(self.invocations.get() + 1);
         let event = cqrs_testkit::stream_event::lambda_event(records, &self.arn)
             .map_err(|e| InvokeError(format!("building the event: {e}")))?;
-        let response = self.sync.handle(event).await;
+        // What the Lambda entry point answers (`handle_event`): a failed invocation when the
+        // batch's first record failed, so that the mapping bisects.
+        let response = self
+            .sync
+            .invoke(event)
+            .await
+            .map_err(|e| InvokeError(e.to_string()))?;
         Ok(response
             .batch_item_failures
             .into_iter()

@@ -7,8 +7,9 @@
 //!
 //! In the end the data table must equal the newest version of every item and the history table
 //! must hold every version, exactly. Then the data table's own stream (what data-sync wrote) goes to
-//! sql-sync the same way, shuffled, duplicated and replayed, with every PostgreSQL connection dropped
-//! before some deliveries; PostgreSQL must end equal to the data table.
+//! sql-sync, shuffled, duplicated and replayed, delivered by the local stream mapping's own code
+//! (`cqrs_local_stack::mapper::deliver`, Lambda's rule), with every PostgreSQL connection dropped
+//! before some deliveries; PostgreSQL must end equal to the data table, nothing dead-lettered.
 //!
 //! Everything random comes from one seed (printed; `RELIABILITY_SEED=<seed>` replays a run). Fault
 //! decisions hash the seed with the delivery, the invocation, the write and the key, so they do
@@ -403,23 +404,22 @@ async fn ten_thousand_commands_survive_shuffled_duplicated_replayed_batches_and_
     sql_under_faults(&tables, &mut rng, seed, &data).await;
 }
 
-/// Lambda's delivery of one batch to sql-sync: while a record is reported, again from it.
-async fn deliver_sql(sync: &cqrs_sql_sync::SqlSync, records: &[EventRecord]) -> usize {
-    let (mut from, mut failed) = (0, 0);
-    for invocation in 0.. {
-        assert!(invocation < 200, "a sql-sync delivery does not converge");
-        let response = sync.handle(event_of(&records[from..])).await;
-        let Some(failure) = response.batch_item_failures.first() else {
-            return failed;
-        };
-        failed += 1;
-        let id = failure.item_identifier.as_deref().unwrap_or_default();
-        from += records[from..]
-            .iter()
-            .position(|r| sequence_number(r) == id)
-            .unwrap_or_else(|| panic!("reported {id:?} is not in the batch"));
+/// sql-sync, invoked in process by the local stream mapping (`cqrs_local_stack::mapper::deliver`:
+/// Lambda's delivery rule, the one the local stack and sql-sync's chaos test use).
+struct SqlInProcess<'s>(&'s cqrs_sql_sync::SqlSync);
+
+impl cqrs_local_stack::mapper::Invoke<EventRecord> for SqlInProcess<'_> {
+    async fn invoke(
+        &self,
+        records: &[EventRecord],
+    ) -> Result<Vec<String>, cqrs_local_stack::mapper::InvokeError> {
+        let response = self.0.handle(event_of(records)).await;
+        Ok(response
+            .batch_item_failures
+            .into_iter()
+            .map(|f| f.item_identifier.unwrap_or_default())
+            .collect())
     }
-    failed
 }
 
 async fn sql_under_faults(
@@ -469,7 +469,17 @@ async fn sql_under_faults(
         deliveries.push(from..(from + rng.range(50, 300)).min(records.len()));
     }
     rng.shuffle(&mut deliveries);
-    let (mut drops, mut retried) = (0, 0);
+    let failures = std::env::temp_dir().join(format!(
+        "reliability-sql-failures-{}.jsonl",
+        std::process::id()
+    ));
+    let config = cqrs_local_stack::mapper::MapperConfig {
+        retry_backoff: std::time::Duration::from_millis(1),
+        failure_file: failures.clone(),
+        ..Default::default()
+    };
+    let invoker = SqlInProcess(&sync);
+    let (mut drops, mut invocations, mut retried, mut dead) = (0, 0, 0, 0);
     for range in &deliveries {
         if rng.chance(50) {
             admin
@@ -482,11 +492,22 @@ async fn sql_under_faults(
                 .unwrap();
             drops += 1;
         }
-        retried += deliver_sql(&sync, &records[range.clone()]).await;
+        let report = cqrs_local_stack::mapper::deliver(
+            &invoker,
+            "shard-0",
+            &records[range.clone()],
+            &config,
+        )
+        .await;
+        invocations += report.invocations;
+        retried += report.failed_invocations;
+        dead += report.dead_lettered;
     }
-    assert!(
-        drops > 0 && retried > 0,
-        "faults were injected (seed {seed})"
+    let _ = std::fs::remove_file(&failures);
+    assert!(drops > 0, "faults were injected (seed {seed})");
+    assert_eq!(
+        dead, 0,
+        "nothing went to the on-failure destination (seed {seed})"
     );
 
     let expected: Vec<_> = data
@@ -498,8 +519,9 @@ async fn sql_under_faults(
         .unwrap();
     println!(
         "projection under faults: sql-sync: {} data-table records in {} deliveries (shuffled, \
-         duplicated, replayed), every connection dropped {drops} times, {retried} failed \
-         invocations retried; PostgreSQL checked against {} items in {:.1?}: {} differences",
+         duplicated, replayed), every connection dropped {drops} times, {invocations} invocations, \
+         {retried} failed and retried, {dead} dead-lettered; PostgreSQL checked against {} items \
+         in {:.1?}: {} differences",
         records.len(),
         deliveries.len(),
         expected.len(),

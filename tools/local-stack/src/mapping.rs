@@ -21,7 +21,8 @@ pub struct MappingSettings {
 /// on the command table's stream, sql-sync's on the data table's). A template with no function
 /// built from `binary` lends its one stream event (a service whose template predates its binary's
 /// function). A missing setting takes Lambda's default (batch 100, no window, retries until the
-/// record expires, capped here at 3).
+/// record expires, capped here at 3); `MaximumRetryAttempts: -1` (until the record's age) is capped
+/// here at 10.
 pub fn stream_mapping_settings(template: &str, binary: &str) -> Result<MappingSettings, String> {
     let root: Value =
         serde_yaml::from_str(template).map_err(|e| format!("template.yaml does not parse: {e}"))?;
@@ -62,7 +63,15 @@ pub fn stream_mapping_settings(template: &str, binary: &str) -> Result<MappingSe
     Ok(MappingSettings {
         batch_size: number("BatchSize").unwrap_or(100) as usize,
         batching_window: Duration::from_secs(number("MaximumBatchingWindowInSeconds").unwrap_or(0)),
-        max_retries: number("MaximumRetryAttempts").map_or(3, |n| n.min(10) as u32),
+        // -1: until the record's age limit, which the local mapping does not keep: 10 retries.
+        max_retries: match properties
+            .get("MaximumRetryAttempts")
+            .and_then(Value::as_i64)
+        {
+            Some(n) if n >= 0 => n.min(10) as u32,
+            Some(_) => 10,
+            None => 3,
+        },
     })
 }
 

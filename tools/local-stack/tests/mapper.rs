@@ -1,7 +1,8 @@
-//! The local stream mapping's delivery rules, with a scripted function standing in for data-sync:
-//! resume from the lowest reported failure, retry a failed invocation, split a batch that keeps
-//! failing, and send a record that fails every retry to the on-failure destination without
-//! blocking the records after it. The last test reads a real stream from DynamoDB Local.
+//! The local stream mapping's delivery rules (Lambda's, see `cqrs_local_stack::mapper`), with a
+//! scripted function standing in for data-sync or sql-sync: resume from the lowest reported
+//! failure, retry a reported record's rest until the retries are spent and then send that rest to
+//! the on-failure destination whole, bisect a batch at once on a function error and isolate the
+//! record that keeps failing. The last tests read a real stream from DynamoDB Local.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -117,8 +118,10 @@ async fn a_partial_failure_resumes_from_the_lowest_reported_record() {
     assert_eq!(function.applied.borrow().len(), 6);
 }
 
+/// A failed invocation bisects the batch (`BisectBatchOnFunctionError`): here two crashes, then
+/// every half goes through, each record once and in order.
 #[tokio::test]
-async fn a_failed_invocation_retries_the_whole_batch() {
+async fn a_failed_invocation_bisects_the_batch_and_every_record_goes_through() {
     let dir = tempdir::Dir::new("crash");
     let records: Vec<Record> = (1..=4).map(record).collect();
     let function = Scripted {
@@ -126,13 +129,22 @@ async fn a_failed_invocation_retries_the_whole_batch() {
         ..Default::default()
     };
     let report = deliver(&function, "shard", &records, &config(&dir)).await;
-    assert_eq!(report.invocations, 3);
-    assert!(function.batches.borrow().iter().all(|b| b.len() == 4));
-    assert_eq!(function.applied.borrow().len(), 4);
+    let sizes: Vec<usize> = function.batches.borrow().iter().map(Vec::len).collect();
+    // [1..4] crashes, [1, 2] crashes, then [1], [2], [3, 4].
+    assert_eq!(sizes, [4, 2, 1, 1, 2]);
+    assert_eq!(report.invocations, 5);
+    let expected: Vec<String> = records.iter().map(seq).collect();
+    assert_eq!(*function.applied.borrow(), expected);
+    assert_eq!(report.dead_lettered, 0);
 }
 
+/// Lambda's rule (`ReportBatchItemFailures` with `BisectBatchOnFunctionError`): the batch is cut at
+/// the reported record and only the rest is retried. A record reported by its own sequence number
+/// every time is the first of the rest: the cut splits nothing, and once the retries are spent the
+/// rest goes to the on-failure destination whole, the records after it with it. (So a function
+/// must never report a record that can never succeed: sql-sync parks it instead.)
 #[tokio::test]
-async fn a_poison_record_is_dead_lettered_and_does_not_block_the_rest() {
+async fn a_record_reported_every_time_takes_the_records_after_it_to_the_on_failure_destination() {
     let dir = tempdir::Dir::new("poison");
     let records: Vec<Record> = (1..=8).map(record).collect();
     let poison = seq(&records[2]);
@@ -142,23 +154,118 @@ async fn a_poison_record_is_dead_lettered_and_does_not_block_the_rest() {
     };
     let config = config(&dir);
     let report = deliver(&function, "shard-1", &records, &config).await;
-    assert_eq!(report.dead_lettered, 1);
     let applied = function.applied.borrow();
-    let expected: Vec<String> = records.iter().map(seq).filter(|s| *s != poison).collect();
-    assert_eq!(*applied, expected, "every other record applied, in order");
+    let before: Vec<String> = records[..2].iter().map(seq).collect();
+    assert_eq!(*applied, before, "the records before it, once");
+    let rest: Vec<String> = records[2..].iter().map(seq).collect();
+    let batches = function.batches.borrow();
+    assert_eq!(
+        batches.len(),
+        1 + config.max_retries as usize,
+        "{batches:?}"
+    );
+    assert!(batches[1..].iter().all(|b| *b == rest), "{batches:?}");
+    assert_eq!(report.dead_lettered, 6);
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&config.failure_file)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 1);
-    assert_eq!(lines[0]["sequenceNumber"], poison);
+    let dead: Vec<&str> = lines
+        .iter()
+        .map(|l| l["sequenceNumber"].as_str().unwrap())
+        .collect();
+    assert_eq!(dead, rest);
     assert_eq!(lines[0]["shardId"], "shard-1");
+    assert_eq!(report.dead_letters, rest);
+}
+
+/// A function that reports its batch's first record whenever any record fails (sql-sync before
+/// it isolated data errors) makes no progress at all: the whole batch goes to the on-failure
+/// destination, nothing is bisected.
+#[tokio::test]
+async fn a_reported_first_record_cuts_nothing_and_the_whole_batch_is_dead_lettered() {
+    struct FirstOnAnyFailure {
+        poison: String,
+        batches: RefCell<Vec<Vec<String>>>,
+    }
+    impl Invoke for FirstOnAnyFailure {
+        async fn invoke(&self, records: &[Record]) -> Result<Vec<String>, InvokeError> {
+            let batch: Vec<String> = records.iter().map(seq).collect();
+            self.batches.borrow_mut().push(batch.clone());
+            Ok(if batch.contains(&self.poison) {
+                vec![batch[0].clone()]
+            } else {
+                Vec::new()
+            })
+        }
+    }
+    let dir = tempdir::Dir::new("first");
+    let records: Vec<Record> = (1..=8).map(record).collect();
+    let function = FirstOnAnyFailure {
+        poison: seq(&records[5]),
+        batches: RefCell::default(),
+    };
+    let config = config(&dir);
+    let report = deliver(&function, "shard", &records, &config).await;
+    let batches = function.batches.borrow();
+    assert!(
+        batches.iter().all(|b| b.len() == records.len()),
+        "never bisected: {batches:?}"
+    );
+    assert_eq!(report.invocations, 1 + config.max_retries as usize);
+    assert_eq!(report.dead_lettered, records.len());
+}
+
+/// A function error (the invocation failed: a crash, a timeout) bisects the batch at once, and
+/// each half is retried on its own; a single record that keeps failing goes to the on-failure
+/// destination after its retries, alone.
+#[tokio::test]
+async fn a_function_error_bisects_the_batch_at_once_and_isolates_the_record() {
+    struct CrashOn {
+        poison: String,
+        batches: RefCell<Vec<Vec<String>>>,
+        applied: RefCell<Vec<String>>,
+    }
+    impl Invoke for CrashOn {
+        async fn invoke(&self, records: &[Record]) -> Result<Vec<String>, InvokeError> {
+            let batch: Vec<String> = records.iter().map(seq).collect();
+            self.batches.borrow_mut().push(batch.clone());
+            if batch.contains(&self.poison) {
+                return Err(InvokeError("crashed".into()));
+            }
+            self.applied.borrow_mut().extend(batch);
+            Ok(Vec::new())
+        }
+    }
+    let dir = tempdir::Dir::new("bisect");
+    let records: Vec<Record> = (1..=8).map(record).collect();
+    let poison = seq(&records[2]);
+    let function = CrashOn {
+        poison: poison.clone(),
+        batches: RefCell::default(),
+        applied: RefCell::default(),
+    };
+    let config = config(&dir);
+    let report = deliver(&function, "shard", &records, &config).await;
+    let batches = function.batches.borrow();
+    let half: Vec<String> = records[..4].iter().map(seq).collect();
+    assert_eq!(
+        batches[1], half,
+        "the first half right after the error: {batches:?}"
+    );
+    assert_eq!(report.dead_letters, std::slice::from_ref(&poison));
+    let expected: Vec<String> = records.iter().map(seq).filter(|s| *s != poison).collect();
+    assert_eq!(
+        *function.applied.borrow(),
+        expected,
+        "every other record, in order"
+    );
     println!(
-        "on-failure path: 1 poison record of {} dead-lettered after {} invocations, {} others applied",
+        "on-failure path: 1 crashing record of {} dead-lettered alone after {} invocations, {} others applied",
         records.len(),
         report.invocations,
-        applied.len()
+        expected.len()
     );
 }
 
