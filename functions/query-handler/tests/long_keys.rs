@@ -36,12 +36,17 @@ async fn an_item_stored_with_the_highest_code_point_in_its_keys_stays_readable()
     let pk = "PRODUCT#t1#old\u{10FFFF}";
     let sk = "P\u{10FFFF}1";
     h.seed(pk, sk, 2, false).await;
-    let item = h.get(&USER_T1, &format!("/items/{}/{}", enc(pk), enc(sk))).await;
+    let item = h
+        .get(&USER_T1, &format!("/items/{}/{}", enc(pk), enc(sk)))
+        .await;
     assert_eq!(item.status, 200, "{}", item.body);
     assert_eq!(item.body["sk"], sk, "{}", item.body);
     assert_eq!(item.body["version"], 2, "{}", item.body);
     let versions = h
-        .get(&USER_T1, &format!("/items/{}/{}/versions", enc(pk), enc(sk)))
+        .get(
+            &USER_T1,
+            &format!("/items/{}/{}/versions", enc(pk), enc(sk)),
+        )
         .await;
     assert_eq!(versions.status, 200, "{}", versions.body);
     assert_eq!(versions.items().len(), 2, "{}", versions.body);
@@ -50,7 +55,10 @@ async fn an_item_stored_with_the_highest_code_point_in_its_keys_stays_readable()
     assert_eq!(partition.sks(), vec![sk.to_string()], "{}", partition.body);
     // Every other rule still holds beside it.
     let bad = h
-        .get(&USER_T1, &format!("/items/{}/{}", enc(pk), enc("P\u{10FFFF}@1")))
+        .get(
+            &USER_T1,
+            &format!("/items/{}/{}", enc(pk), enc("P\u{10FFFF}@1")),
+        )
         .await;
     bad.assert_problem(400, Some("sk"));
 }
