@@ -84,19 +84,25 @@ pub enum SyncError {
 
 impl SyncError {
     /// What kind of failure it is: a database error by its SQLSTATE
-    /// ([`ErrorClass::of`]); a connection that timed out is transient; the migrations and the
-    /// configuration need an operator.
+    /// ([`ErrorClass::of`]); a connection that timed out, or a lock the migrations did not get in
+    /// time, is transient; the other migration errors and the configuration need an operator.
     ///
     /// ```
     /// use cqrs_sql::write::ErrorClass;
     /// let error = cqrs_sql_sync::SyncError::ConnectTimeout(cqrs_sql_sync::database::CONNECT_TIMEOUT);
     /// assert_eq!(error.class(), ErrorClass::Transient);
     /// assert_eq!(cqrs_sql_sync::SyncError::Config("x".into()).class(), ErrorClass::Other);
+    /// let locked = cqrs_sql::migrate::MigrateError::LockTimeout { doing: "x".into(), detail: "y".into() };
+    /// assert_eq!(cqrs_sql_sync::SyncError::Migrate(locked).class(), ErrorClass::Transient);
     /// ```
     pub fn class(&self) -> ErrorClass {
         match self {
             SyncError::Connect(error) | SyncError::Write(error) => ErrorClass::of(error),
-            SyncError::ConnectTimeout(_) => ErrorClass::Transient,
+            // A lock not granted in time: the next try (the next batch) may get it.
+            SyncError::ConnectTimeout(_)
+            | SyncError::Migrate(cqrs_sql::migrate::MigrateError::LockTimeout { .. }) => {
+                ErrorClass::Transient
+            }
             SyncError::Migrate(_) | SyncError::Config(_) => ErrorClass::Other,
         }
     }
@@ -261,8 +267,24 @@ impl SqlSync {
         Ok(Writer::new(self.database.connect(&self.tls).await?))
     }
 
-    /// Applies the service's migrations that are not applied yet (see
-    /// [`cqrs_sql::migrate::apply`]); returns how many.
+    /// Applies the service's migrations that are not applied yet, and makes sql-sync's own table
+    /// ([`cqrs_sql::schema::PARKED_TABLE`]) when it is missing, with
+    /// [`cqrs_sql::migrate::apply_with`]; returns how many migrations were applied. Every cold
+    /// start calls it, and many at once after a deploy are safe:
+    ///
+    /// - with nothing to do (the common case) it only reads the history, and takes no lock;
+    /// - otherwise one start at a time applies them, under the session advisory lock
+    ///   [`cqrs_sql::migrate::MIGRATION_LOCK`], waited for at most
+    ///   [`cqrs_sql::migrate::LOCK_WAIT`]; the others find them applied;
+    /// - a migration's statement that waits longer than [`cqrs_sql::migrate::LOCK_TIMEOUT`] for a
+    ///   table (an `ALTER TABLE` behind a long report query) fails instead of holding every writer
+    ///   behind it: nothing is applied, the error is
+    ///   [`cqrs_sql::migrate::MigrateError::LockTimeout`] (SQLSTATE 55P03), and [`run`] tries
+    ///   again at the next batch (the batch is reported meanwhile: Lambda retries it, nothing is
+    ///   lost);
+    /// - migrations the database has and this release does not know (a rollback: a newer release
+    ///   applied them) stop nothing: they are logged at warn level. A migration edited after it
+    ///   was applied is still refused.
     ///
     /// ```no_run
     /// # async fn example(sync: cqrs_sql_sync::SqlSync) {
@@ -271,7 +293,7 @@ impl SqlSync {
     /// ```
     pub async fn migrate(&self, migrations: &[(u32, &str, &str)]) -> Result<usize, SyncError> {
         let mut slot = self.writer.lock().await;
-        if slot.is_none() {
+        if slot.as_ref().is_none_or(Writer::is_closed) {
             *slot = Some(self.connect().await?);
         }
         let client = slot.as_mut().expect("connected").client();
@@ -279,20 +301,28 @@ impl SqlSync {
             .iter()
             .map(|(v, name, sql)| (*v, name.to_string(), sql.to_string()))
             .collect();
-        let applied = cqrs_sql::migrate::apply(client, &owned).await?;
-        // sql-sync's own table, whatever the service's migrations hold (a stack deployed before it
-        // existed gets it here, at its next cold start).
-        client
-            .batch_execute(&cqrs_sql::schema::parked_table_ddl())
-            .await
-            .map_err(|e| {
-                cqrs_sql::migrate::MigrateError::Apply(format!(
-                    "creating {}: {}",
-                    cqrs_sql::schema::PARKED_TABLE,
-                    cqrs_sql::write::describe(&e)
-                ))
-            })?;
-        Ok(applied)
+        let options = cqrs_sql::migrate::Options {
+            // sql-sync's own table, whatever the service's migrations hold (a stack deployed
+            // before it existed gets it at its next cold start), under the same lock.
+            tables: vec![(
+                cqrs_sql::schema::PARKED_TABLE.to_string(),
+                cqrs_sql::schema::parked_table_ddl(),
+            )],
+            ..Default::default()
+        };
+        let result = cqrs_sql::migrate::apply_with(client, &owned, &options).await;
+        if result.is_err() && slot.as_ref().is_some_and(Writer::is_closed) {
+            *slot = None;
+        }
+        let report = result?;
+        if !report.unknown.is_empty() {
+            tracing::warn!(
+                unknown = ?report.unknown,
+                "the database has migrations this release does not know (a newer release applied \
+                 them: a rollback): sql-sync runs on, writing the columns it knows"
+            );
+        }
+        Ok(report.applied.len())
     }
 
     /// One batch, in one transaction: every record written or parked (see the crate's
@@ -437,11 +467,54 @@ pub async fn run(
         }
     }
     let sync = SqlSync::connecting(model, database);
-    let applied = sync.migrate(migrations).await?;
-    tracing::info!(applied, "migrations");
-    let sync = &sync;
+    // At cold start; when that fails (another start holds the migration lock too long, a
+    // migration waited too long for a table, the database is away), before each batch until it
+    // succeeds, the batch being reported meanwhile (Lambda retries it; nothing is lost).
+    let migrated = std::sync::atomic::AtomicBool::new(false);
+    let migrate = || async {
+        match sync.migrate(migrations).await {
+            Ok(applied) => {
+                tracing::info!(applied, "migrations");
+                migrated.store(true, std::sync::atomic::Ordering::Relaxed);
+                true
+            }
+            Err(error) => {
+                tracing::error!(
+                    %error,
+                    class = ?error.class(),
+                    "the migrations were not applied: every batch is reported (Lambda retries \
+                     it) until they are"
+                );
+                false
+            }
+        }
+    };
+    migrate().await;
+    let (sync, migrated, migrate) = (&sync, &migrated, &migrate);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
+        if !migrated.load(std::sync::atomic::Ordering::Relaxed) && !migrate().await {
+            return Ok::<_, lambda_runtime::Error>(retry_all(&event.payload));
+        }
         Ok::<_, lambda_runtime::Error>(sync.handle(event.payload).await)
     }))
     .await
+}
+
+/// The answer that has Lambda retry the whole of `event`: its first record reported.
+///
+/// ```
+/// let mut event = aws_lambda_events::event::dynamodb::Event::default();
+/// event.records.push(Default::default());
+/// event.records[0].change.sequence_number = Some("42".into());
+/// let response = cqrs_sql_sync::retry_all(&event);
+/// assert_eq!(response.batch_item_failures[0].item_identifier.as_deref(), Some("42"));
+/// ```
+pub fn retry_all(event: &Event) -> DynamoDbEventResponse {
+    let mut response = DynamoDbEventResponse::default();
+    if let Some(record) = event.records.first() {
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = record.change.sequence_number.clone();
+        response.batch_item_failures.push(failure);
+    }
+    response
 }

@@ -19,6 +19,12 @@
 //!   too (its items go to the generic table; `cqrs rebuild --sql` takes their older rows out);
 //! - a changed type: refused, with what to do by hand.
 //!
+//! [`apply_with`] applies them, safely from many processes at once (every cold start of sql-sync):
+//! one runner at a time under the session advisory lock [`MIGRATION_LOCK`] (none taken when there
+//! is nothing to do), bounded waits (`lock_timeout`: an `ALTER TABLE` behind a long query fails
+//! fast instead of queueing every writer behind it), a database a newer release migrated further
+//! accepted (a rollback), an applied migration that was edited refused.
+//!
 //! ```
 //! use cqrs_sql::{migrate, schema::Schema};
 //! let v1 = Schema::of(&cqrs_model::Model::parse(r#"
@@ -40,6 +46,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::schema::{Column, Schema, comment, create_table, drop_checks, ident};
 
@@ -69,6 +76,20 @@ pub enum MigrateError {
     /// the folder's, or is missing from it).
     #[error("applying the migrations: {0}")]
     Apply(String),
+    /// A lock the run needs was not granted in time (SQLSTATE 55P03, `lock_not_available`):
+    /// another runner holds [`MIGRATION_LOCK`] longer than [`Options::lock_wait`], or a
+    /// migration's statement waited longer than [`Options::lock_timeout`] for a table a long
+    /// transaction uses. Nothing of the run is applied; trying again later is safe.
+    #[error(
+        "applying the migrations: {doing}: {detail} (a lock was not granted in time; nothing was \
+         applied, the next try applies it)"
+    )]
+    LockTimeout {
+        /// What the run was doing.
+        doing: String,
+        /// PostgreSQL's message, with its SQLSTATE.
+        detail: String,
+    },
     /// The folder or a file in it could not be read or written.
     #[error("{path}: {detail}")]
     Io {
@@ -188,10 +209,77 @@ fn note(text: &str) -> String {
 /// The table in which the applied migrations are recorded (refinery's history table).
 pub const HISTORY_TABLE: &str = "cqrs_schema_history";
 
-/// Applies the migrations not applied yet, in order, all of them in one transaction, with refinery:
-/// each is recorded in [`HISTORY_TABLE`] with its checksum, and a migration applied there that
-/// differs from the folder's, or is missing from it, stops the run (a service's migrations are
-/// never edited once applied). Returns how many were applied.
+/// The key of the session advisory lock one runner of the migrations holds while it applies
+/// them (`pg_advisory_lock(MIGRATION_LOCK)`, on the database's own lock space): "cqrsmigr" read
+/// as a big-endian 64-bit integer, `7165634322205599602`. Another program using advisory locks on
+/// the same database must not use this key.
+///
+/// ```
+/// assert_eq!(cqrs_sql::migrate::MIGRATION_LOCK, i64::from_be_bytes(*b"cqrsmigr"));
+/// assert_eq!(cqrs_sql::migrate::MIGRATION_LOCK, 7165634322205599602);
+/// ```
+pub const MIGRATION_LOCK: i64 = i64::from_be_bytes(*b"cqrsmigr");
+
+/// How long a runner waits for [`MIGRATION_LOCK`] (another runner applying the migrations) before
+/// it gives up with [`MigrateError::LockTimeout`]: well inside Lambda's 10 s init phase.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// The `lock_timeout` of the migrations' statements: an `ALTER TABLE` that must wait longer for a
+/// table a long transaction uses (a report query) fails with [`MigrateError::LockTimeout`], so
+/// that the writers queued behind it wait at most this long. Nothing of the run is applied (one
+/// transaction); the next start tries again.
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How [`apply_with`] runs: its bounded waits, and the tables the caller needs beside the
+/// migrations.
+///
+/// ```
+/// let options = cqrs_sql::migrate::Options {
+///     tables: vec![(
+///         cqrs_sql::schema::PARKED_TABLE.to_string(),
+///         cqrs_sql::schema::parked_table_ddl(),
+///     )],
+///     ..Default::default()
+/// };
+/// assert_eq!(options.lock_wait, cqrs_sql::migrate::LOCK_WAIT);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long to wait for [`MIGRATION_LOCK`] ([`LOCK_WAIT`]).
+    pub lock_wait: Duration,
+    /// The `lock_timeout` of the migrations' statements ([`LOCK_TIMEOUT`]).
+    pub lock_timeout: Duration,
+    /// Tables the caller needs whatever the migrations hold: (name, DDL that makes it, safe to run
+    /// again), made under the lock, after the migrations, when missing.
+    pub tables: Vec<(String, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            lock_wait: LOCK_WAIT,
+            lock_timeout: LOCK_TIMEOUT,
+            tables: Vec::new(),
+        }
+    }
+}
+
+/// What [`apply_with`] did.
+///
+/// ```
+/// let report = cqrs_sql::migrate::Report::default();
+/// assert!(report.applied.is_empty() && report.unknown.is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The migrations applied by this run (`V2__model`, ...), in order.
+    pub applied: Vec<String>,
+    /// The migrations the database has that the caller does not know (applied by a newer
+    /// release: the caller is a rollback), in order. They stop nothing.
+    pub unknown: Vec<String>,
+}
+
+/// [`apply_with`] with the default [`Options`]; returns how many migrations were applied.
 ///
 /// ```no_run
 /// # async fn example(client: &mut tokio_postgres::Client) {
@@ -204,22 +292,270 @@ pub async fn apply(
     client: &mut tokio_postgres::Client,
     migrations: &[(u32, String, String)],
 ) -> Result<usize, MigrateError> {
-    let migrations = migrations
+    Ok(apply_with(client, migrations, &Options::default())
+        .await?
+        .applied
+        .len())
+}
+
+/// Applies the migrations not applied yet, in order, all of them in one transaction, with refinery:
+/// each is recorded in [`HISTORY_TABLE`] with its checksum. Safe to run from many processes at
+/// once (every cold start of every shard's function):
+///
+/// - **one runner at a time**: the history is read first; when every migration is applied and
+///   every table of `options.tables` is there (a warm fleet, the common case), nothing is locked
+///   and nothing is written. Otherwise the runner takes the session advisory lock
+///   [`MIGRATION_LOCK`], waiting at most `options.lock_wait`, reads the history again under it
+///   (another runner may have applied them meanwhile), applies what is left, makes the missing
+///   tables, and releases the lock, also on error; the session's `lock_timeout` is reset after.
+/// - **an `ALTER` never blocks writers for long**: the migrations run with `lock_timeout` set to
+///   `options.lock_timeout`; a statement that waits longer (a long transaction uses the table)
+///   fails, nothing is applied, and the error is [`MigrateError::LockTimeout`] (SQLSTATE 55P03):
+///   the caller tries again later.
+/// - **a rollback keeps working**: migrations the database has and the caller does not know
+///   (applied by a newer release) stop nothing; they are in [`Report::unknown`].
+/// - **an applied migration is never edited**: one whose name or checksum differs from the
+///   caller's is refused ([`MigrateError::Apply`], naming both checksums), and so is a migration
+///   of the caller's that is not applied while a later one is.
+///
+/// ```no_run
+/// # async fn example(client: &mut tokio_postgres::Client) {
+/// use cqrs_sql::migrate::{apply_with, read_dir, Options};
+/// let migrations = read_dir("migrations".as_ref()).unwrap();
+/// let report = apply_with(client, &migrations, &Options::default()).await.unwrap();
+/// for unknown in &report.unknown {
+///     eprintln!("{unknown} is applied but not known here (a newer release applied it)");
+/// }
+/// # }
+/// ```
+pub async fn apply_with(
+    client: &mut tokio_postgres::Client,
+    migrations: &[(u32, String, String)],
+    options: &Options,
+) -> Result<Report, MigrateError> {
+    let known = migrations
         .iter()
         .map(|(_, file, sql)| {
             refinery::Migration::unapplied(file.trim_end_matches(".sql"), sql)
                 .map_err(|e| MigrateError::Apply(e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let report = refinery::Runner::new(&migrations)
-        .set_grouped(true)
-        .set_abort_divergent(true)
-        .set_abort_missing(true)
-        .set_migration_table_name(HISTORY_TABLE)
-        .run_async(client)
+    let first = State::read(client, &known, &options.tables).await?;
+    if first.pending.is_empty() && first.missing_tables.is_empty() {
+        return Ok(Report {
+            applied: Vec::new(),
+            unknown: first.unknown,
+        });
+    }
+    lock(client, options.lock_wait).await?;
+    let result = locked(client, &known, options).await;
+    // Released whatever happened (a failed run's transaction is rolled back before this, on the
+    // same connection); a connection that closed released it with its session.
+    let released = client
+        .batch_execute(&format!(
+            "SELECT pg_advisory_unlock({MIGRATION_LOCK}); RESET lock_timeout;"
+        ))
+        .await;
+    let report = result?;
+    released.map_err(|e| database("releasing the migration lock", &e))?;
+    Ok(report)
+}
+
+/// Takes [`MIGRATION_LOCK`], waiting at most `wait`.
+async fn lock(client: &tokio_postgres::Client, wait: Duration) -> Result<(), MigrateError> {
+    let taken = client
+        .batch_execute(&format!(
+            "SET lock_timeout = {}; SELECT pg_advisory_lock({MIGRATION_LOCK});",
+            wait.as_millis().max(1)
+        ))
+        .await;
+    if let Err(error) = taken {
+        // Not taken: only the setting to reset (best effort: a closed connection has none).
+        let _ = client.batch_execute("RESET lock_timeout").await;
+        return Err(database(
+            &format!(
+                "waiting for the migration lock (pg_advisory_lock({MIGRATION_LOCK})): another \
+                 runner has been applying the migrations for longer than {} ms",
+                wait.as_millis()
+            ),
+            &error,
+        ));
+    }
+    Ok(())
+}
+
+/// The run under the lock: the history read again, the migrations left applied, the missing
+/// tables made.
+async fn locked(
+    client: &mut tokio_postgres::Client,
+    known: &[refinery::Migration],
+    options: &Options,
+) -> Result<Report, MigrateError> {
+    client
+        .batch_execute(&format!(
+            "SET lock_timeout = {}",
+            options.lock_timeout.as_millis().max(1)
+        ))
         .await
-        .map_err(|e| MigrateError::Apply(e.to_string()))?;
-    Ok(report.applied_migrations().len())
+        .map_err(|e| database("setting lock_timeout", &e))?;
+    let state = State::read(client, known, &options.tables).await?;
+    let mut applied = Vec::new();
+    if !state.pending.is_empty() {
+        let report = refinery::Runner::new(known)
+            .set_grouped(true)
+            .set_abort_divergent(true)
+            // Checked above (State::read): what the database has beyond `known` stops nothing.
+            .set_abort_missing(false)
+            .set_migration_table_name(HISTORY_TABLE)
+            .run_async(client)
+            .await
+            .map_err(|e| match refused(&e) {
+                MigrateError::LockTimeout { detail, .. } => MigrateError::LockTimeout {
+                    doing: format!(
+                        "applying {}: a statement waited longer than lock_timeout ({} ms) for a \
+                         table another transaction uses (a long query?)",
+                        state.pending.join(", "),
+                        options.lock_timeout.as_millis()
+                    ),
+                    detail,
+                },
+                other => other,
+            })?;
+        applied = report
+            .applied_migrations()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+    }
+    for (table, ddl) in &options.tables {
+        if state.missing_tables.contains(table) {
+            client
+                .batch_execute(ddl)
+                .await
+                .map_err(|e| database(&format!("creating {table}"), &e))?;
+        }
+    }
+    Ok(Report {
+        applied,
+        unknown: state.unknown,
+    })
+}
+
+/// The history against the caller's migrations.
+struct State {
+    /// The caller's migrations not applied yet.
+    pending: Vec<String>,
+    /// Applied migrations the caller does not know.
+    unknown: Vec<String>,
+    /// The tables of [`Options::tables`] that are not there.
+    missing_tables: Vec<String>,
+}
+
+impl State {
+    async fn read(
+        client: &tokio_postgres::Client,
+        known: &[refinery::Migration],
+        tables: &[(String, String)],
+    ) -> Result<State, MigrateError> {
+        let names: Vec<String> = tables.iter().map(|(name, _)| ident(name)).collect();
+        let row = client
+            .query_one(
+                "SELECT to_regclass($1) IS NOT NULL, \
+                 ARRAY(SELECT t FROM unnest($2::text[]) t WHERE to_regclass(t) IS NULL)",
+                &[&HISTORY_TABLE, &names],
+            )
+            .await
+            .map_err(|e| database("reading the migrations' history", &e))?;
+        let has_history: bool = row.get(0);
+        let missing: Vec<String> = row.get(1);
+        let missing_tables = tables
+            .iter()
+            .filter(|(name, _)| missing.contains(&ident(name)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let applied: Vec<(i32, String, String)> = if has_history {
+            client
+                .query(
+                    &format!(
+                        "SELECT version, coalesce(name, ''), coalesce(checksum, '') FROM {HISTORY_TABLE} ORDER BY version"
+                    ),
+                    &[],
+                )
+                .await
+                .map_err(|e| database("reading the migrations' history", &e))?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut unknown = Vec::new();
+        for (version, name, checksum) in &applied {
+            match known.iter().find(|m| m.version() == *version) {
+                None => unknown.push(format!("V{version}__{name}")),
+                Some(m) if m.name() != name || m.checksum().to_string() != *checksum => {
+                    return Err(MigrateError::Apply(format!(
+                        "V{version}__{name} was applied with checksum {checksum}, and this \
+                         release's {m} has checksum {}: a migration is never edited once \
+                         applied (put it back as it was, and the change in a new migration)",
+                        m.checksum()
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        let newest = applied.last().map(|(v, _, _)| *v);
+        let mut pending = Vec::new();
+        for m in known {
+            if applied.iter().any(|(v, _, _)| *v == m.version()) {
+                continue;
+            }
+            if let Some(newest) = newest.filter(|newest| *newest > m.version()) {
+                return Err(MigrateError::Apply(format!(
+                    "{m} is not applied, and V{newest} is: migrations apply in order (give it a \
+                     version above V{newest})"
+                )));
+            }
+            pending.push(m.to_string());
+        }
+        Ok(State {
+            pending,
+            unknown,
+            missing_tables,
+        })
+    }
+}
+
+/// A database error of the run: [`MigrateError::LockTimeout`] for SQLSTATE 55P03, otherwise
+/// [`MigrateError::Apply`], with PostgreSQL's own message.
+fn database(doing: &str, error: &tokio_postgres::Error) -> MigrateError {
+    let detail = crate::write::describe(error);
+    if error.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+        MigrateError::LockTimeout {
+            doing: doing.to_string(),
+            detail,
+        }
+    } else {
+        MigrateError::Apply(format!("{doing}: {detail}"))
+    }
+}
+
+/// refinery's error, with the database's error under it when there is one.
+fn refused(error: &refinery::Error) -> MigrateError {
+    // Its own text of a database error is "`what`, `db error`": the what, and PostgreSQL's
+    // message instead of "db error".
+    let doing = match error.kind() {
+        refinery::error::Kind::Connection(doing, _) => doing.clone(),
+        _ => error.to_string(),
+    };
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(db) = cause.downcast_ref::<tokio_postgres::Error>() {
+            return database(&doing, db);
+        }
+        source = cause.source();
+    }
+    MigrateError::Apply(error.to_string())
 }
 
 /// The migrations of a folder, in order: (version, file name, SQL). A folder that does not exist
