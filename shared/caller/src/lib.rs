@@ -1,16 +1,18 @@
 //! Who is calling, from where, and which tenants they may read and write.
 //!
-//! In AWS the caller comes from the HTTP API's JWT authorizer: the claims `sub`, `custom:tenant`
-//! and `custom:roles`. Only with `CALLER_MODE=local` (local runs, never the SAM template) does it
-//! come from the `x-tenant-code`, `x-user-id` and `x-roles` headers; without that mode those headers
-//! are ignored, so a forged header cannot make anyone someone else.
+//! In AWS the caller comes from the HTTP API's JWT authorizer: the claims `sub`, the tenant claim
+//! and the roles claim. The two claim names are configuration ([`ClaimNames`]): `JWT_TENANT_CLAIM`
+//! and `JWT_ROLES_CLAIM` (the template's `TenantClaim` and `RolesClaim` parameters), by default
+//! `custom:tenant` and `custom:roles`. Only with `CALLER_MODE=local` (local runs, never the SAM
+//! template) does it come from the `x-tenant-code`, `x-user-id` and `x-roles` headers; without that
+//! mode those headers are ignored, so a forged header cannot make anyone someone else.
 //!
 //! Tenant rules: a caller reads and writes partition keys of its own tenant; everyone reads the
 //! `common` tenant; only a global `system_admin` writes `common` or acts for another tenant.
 //!
 //! Roles are scoped ([`Role`]): a role given as mbc-cqrs-serverless' `{"tenant": t, "role": r}`
 //! object holds only within tenant `t`, and only when `t` is the caller's own tenant (the caller
-//! acts in its `custom:tenant` and nowhere else); only a role without a tenant (absent or `""`,
+//! acts in the tenant of its tenant claim and nowhere else); only a role without a tenant (absent or `""`,
 //! or a plain role name) holds everywhere. So `[{"tenant":"t2","role":"system_admin"}]` gives a
 //! caller of `t1` nothing, and `[{"tenant":"t1","role":"system_admin"}]` is an administrator of
 //! `t1` only: it cannot write `common` or another tenant.
@@ -92,14 +94,157 @@ impl CallerMode {
         }
     }
 
-    /// Reads the mode from the process environment.
+    /// Reads the mode from the process environment, and checks the claim names the process will
+    /// read ([`ClaimNames::configured`]): every function calls this at start, so an empty or
+    /// invalid `CALLER_MODE`, `JWT_TENANT_CLAIM` or `JWT_ROLES_CLAIM` stops it there, with a message
+    /// that names the variable.
     ///
     /// ```
     /// // Unset in doctests: claims only.
     /// assert_eq!(cqrs_caller::CallerMode::from_env().unwrap(), cqrs_caller::CallerMode::Jwt);
     /// ```
     pub fn from_env() -> Result<Self, String> {
-        Self::parse(std::env::var(CALLER_MODE_VAR).ok().as_deref())
+        let mode = Self::parse(std::env::var(CALLER_MODE_VAR).ok().as_deref())?;
+        ClaimNames::configured()?;
+        Ok(mode)
+    }
+}
+
+/// The environment variable that names the JWT claim holding the caller's tenant.
+///
+/// ```
+/// assert_eq!(cqrs_caller::TENANT_CLAIM_VAR, "JWT_TENANT_CLAIM");
+/// ```
+pub const TENANT_CLAIM_VAR: &str = "JWT_TENANT_CLAIM";
+
+/// The environment variable that names the JWT claim holding the caller's roles.
+///
+/// ```
+/// assert_eq!(cqrs_caller::ROLES_CLAIM_VAR, "JWT_ROLES_CLAIM");
+/// ```
+pub const ROLES_CLAIM_VAR: &str = "JWT_ROLES_CLAIM";
+
+/// The tenant claim without `JWT_TENANT_CLAIM`: a Cognito custom attribute `tenant`.
+///
+/// ```
+/// assert_eq!(cqrs_caller::DEFAULT_TENANT_CLAIM, "custom:tenant");
+/// ```
+pub const DEFAULT_TENANT_CLAIM: &str = "custom:tenant";
+
+/// The roles claim without `JWT_ROLES_CLAIM`: a Cognito custom attribute `roles`.
+///
+/// ```
+/// assert_eq!(cqrs_caller::DEFAULT_ROLES_CLAIM, "custom:roles");
+/// ```
+pub const DEFAULT_ROLES_CLAIM: &str = "custom:roles";
+
+/// The names of the JWT claims that hold the caller's tenant and roles (the user id is always
+/// `sub`). Identity providers name them differently: Cognito custom attributes `custom:tenant`,
+/// Cognito groups `cognito:groups`, Auth0 namespaced claims `https://example.com/tenant`.
+///
+/// ```
+/// use cqrs_caller::ClaimNames;
+/// let names = ClaimNames::parse(Some("tenant_id"), None).unwrap();
+/// assert_eq!(names.tenant, "tenant_id");
+/// assert_eq!(names.roles, "custom:roles");
+/// assert_eq!(ClaimNames::parse(None, None).unwrap(), ClaimNames::default());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimNames {
+    /// The claim holding the caller's tenant code.
+    pub tenant: String,
+    /// The claim holding the caller's roles (any form [`parse_roles`] reads).
+    pub roles: String,
+}
+
+impl Default for ClaimNames {
+    /// `custom:tenant` and `custom:roles`.
+    fn default() -> Self {
+        ClaimNames {
+            tenant: DEFAULT_TENANT_CLAIM.to_string(),
+            roles: DEFAULT_ROLES_CLAIM.to_string(),
+        }
+    }
+}
+
+impl ClaimNames {
+    /// Reads the names from values of `JWT_TENANT_CLAIM` and `JWT_ROLES_CLAIM`: an absent one is
+    /// its default; a present one is 1 to 256 visible ASCII characters (no space), not `sub`, and
+    /// the two differ. Anything else is an error that names the variable (an empty value is never
+    /// read as the default: a template that meant to set it would be silently ignored).
+    ///
+    /// ```
+    /// use cqrs_caller::ClaimNames;
+    /// assert!(ClaimNames::parse(Some(""), None).unwrap_err().contains("JWT_TENANT_CLAIM"));
+    /// assert!(ClaimNames::parse(None, Some("my roles")).unwrap_err().contains("JWT_ROLES_CLAIM"));
+    /// assert!(ClaimNames::parse(Some("sub"), None).unwrap_err().contains("JWT_TENANT_CLAIM"));
+    /// assert!(ClaimNames::parse(None, Some("custom:tenant")).unwrap_err().contains("JWT_ROLES_CLAIM"));
+    /// assert!(ClaimNames::parse(Some("https://example.com/tenant"), Some("cognito:groups")).is_ok());
+    /// ```
+    pub fn parse(tenant: Option<&str>, roles: Option<&str>) -> Result<Self, String> {
+        fn name(var: &str, value: Option<&str>, default: &str) -> Result<String, String> {
+            let Some(value) = value else {
+                return Ok(default.to_string());
+            };
+            let visible = value.bytes().all(|b| b.is_ascii_graphic());
+            if value.is_empty() || value.len() > 256 || !visible {
+                return Err(format!(
+                    "{var}={value:?} is not a claim name: give 1 to 256 visible ASCII characters \
+                     (no spaces), or leave it unset for {default:?}"
+                ));
+            }
+            if value == "sub" {
+                return Err(format!(
+                    "{var}=\"sub\" is not valid: `sub` is the caller's user id, not its tenant or roles"
+                ));
+            }
+            Ok(value.to_string())
+        }
+        let tenant = name(TENANT_CLAIM_VAR, tenant, DEFAULT_TENANT_CLAIM)?;
+        let roles = name(ROLES_CLAIM_VAR, roles, DEFAULT_ROLES_CLAIM)?;
+        if tenant == roles {
+            return Err(format!(
+                "{ROLES_CLAIM_VAR}={roles:?} is also the tenant claim ({TENANT_CLAIM_VAR}): \
+                 the tenant and the roles are two claims"
+            ));
+        }
+        Ok(ClaimNames { tenant, roles })
+    }
+
+    /// Reads the names from `JWT_TENANT_CLAIM` and `JWT_ROLES_CLAIM` (a value that is not
+    /// Unicode is an error naming its variable).
+    ///
+    /// ```
+    /// // Unset in doctests: the defaults.
+    /// assert_eq!(cqrs_caller::ClaimNames::from_env().unwrap(), cqrs_caller::ClaimNames::default());
+    /// ```
+    pub fn from_env() -> Result<Self, String> {
+        let var = |name: &str| match std::env::var(name) {
+            Ok(value) => Ok(Some(value)),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(value)) => {
+                Err(format!("{name}={value:?} is not a claim name: not Unicode"))
+            }
+        };
+        Self::parse(
+            var(TENANT_CLAIM_VAR)?.as_deref(),
+            var(ROLES_CLAIM_VAR)?.as_deref(),
+        )
+    }
+
+    /// The names this process reads: [`ClaimNames::from_env`], read once (the first call) and
+    /// kept. [`Caller::from_request`] reads claims by these names.
+    ///
+    /// ```
+    /// assert_eq!(cqrs_caller::ClaimNames::configured().unwrap().tenant, "custom:tenant");
+    /// ```
+    pub fn configured() -> Result<&'static ClaimNames, String> {
+        static CONFIGURED: std::sync::OnceLock<Result<ClaimNames, String>> =
+            std::sync::OnceLock::new();
+        CONFIGURED
+            .get_or_init(ClaimNames::from_env)
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -424,11 +569,40 @@ impl Caller {
     pub fn from_request(request: &Request, mode: CallerMode) -> Result<Caller, ApiError> {
         match mode {
             CallerMode::Local if !has_authorizer(request) => Self::from_headers(request),
-            CallerMode::Jwt | CallerMode::Local => Self::from_claims(request),
+            CallerMode::Jwt | CallerMode::Local => {
+                let names = ClaimNames::configured().map_err(ApiError::Internal)?;
+                Self::from_claims(request, names)
+            }
         }
     }
 
-    fn from_claims(request: &Request) -> Result<Caller, ApiError> {
+    /// [`Caller::from_request`] with these claim names rather than the process's
+    /// ([`ClaimNames::configured`]).
+    ///
+    /// ```
+    /// use cqrs_caller::{Caller, CallerMode, ClaimNames};
+    /// let names = ClaimNames::parse(Some("tenant_id"), Some("groups")).unwrap();
+    /// // Local headers are read as they are, whatever the claim names.
+    /// let request = lambda_http::http::Request::builder()
+    ///     .header("x-tenant-code", "t1")
+    ///     .header("x-user-id", "u1")
+    ///     .body(lambda_http::Body::Empty)
+    ///     .unwrap();
+    /// let caller = Caller::from_request_with(&request, CallerMode::Local, &names).unwrap();
+    /// assert_eq!(caller, Caller::new("u1", "t1", vec![]));
+    /// ```
+    pub fn from_request_with(
+        request: &Request,
+        mode: CallerMode,
+        names: &ClaimNames,
+    ) -> Result<Caller, ApiError> {
+        match mode {
+            CallerMode::Local if !has_authorizer(request) => Self::from_headers(request),
+            CallerMode::Jwt | CallerMode::Local => Self::from_claims(request, names),
+        }
+    }
+
+    fn from_claims(request: &Request, names: &ClaimNames) -> Result<Caller, ApiError> {
         let claims = match request.request_context_ref() {
             Some(RequestContext::ApiGatewayV2(context)) => context
                 .authorizer
@@ -445,9 +619,13 @@ impl Caller {
         let claim = |name: &str| claims.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
         let user_id = claim("sub")
             .ok_or_else(|| ApiError::Unauthenticated("the JWT has no `sub` claim".into()))?;
-        let tenant = claim("custom:tenant")
-            .ok_or_else(|| ApiError::Forbidden("the JWT has no `custom:tenant` claim".into()))?;
-        let roles = claim("custom:roles").map(parse_roles).unwrap_or_default();
+        let tenant = claim(&names.tenant).ok_or_else(|| {
+            ApiError::Forbidden(format!(
+                "the JWT has no `{}` claim (the tenant claim, {TENANT_CLAIM_VAR})",
+                names.tenant
+            ))
+        })?;
+        let roles = claim(&names.roles).map(parse_roles).unwrap_or_default();
         Ok(Caller::with_roles(user_id, tenant, roles))
     }
 
@@ -648,6 +826,31 @@ mod tests {
             caller,
             Caller::new("u1", "t1", vec!["admin".into(), "system_admin".into()])
         );
+    }
+
+    #[test]
+    fn claims_are_read_by_the_names_given() {
+        let request = jwt_request(serde_json::json!({
+            "sub": "u1", "tenant_id": "t7", "groups": "[editor system_admin]",
+            "custom:tenant": "t1", "custom:roles": "viewer"
+        }));
+        let names = ClaimNames::parse(Some("tenant_id"), Some("groups")).unwrap();
+        for mode in [CallerMode::Jwt, CallerMode::Local] {
+            let caller = Caller::from_request_with(&request, mode, &names).unwrap();
+            assert_eq!(
+                caller,
+                Caller::new("u1", "t7", vec!["editor".into(), "system_admin".into()])
+            );
+        }
+        // The defaults ignore tenant_id and groups.
+        let caller =
+            Caller::from_request_with(&request, CallerMode::Jwt, &ClaimNames::default()).unwrap();
+        assert_eq!(caller, Caller::new("u1", "t1", vec!["viewer".into()]));
+        // A token without the configured tenant claim is refused, naming the claim.
+        let names = ClaimNames::parse(Some("org"), None).unwrap();
+        let refusal = Caller::from_request_with(&request, CallerMode::Jwt, &names).unwrap_err();
+        assert_eq!(refusal.status(), 403);
+        assert!(refusal.to_string().contains("`org`"), "{refusal}");
     }
 
     #[test]

@@ -1504,6 +1504,97 @@ fn data_sync_environment_names_the_parked_table() {
     assert_fails(check_environment, &t, "SEQUENCES_TABLE");
 }
 
+/// The JWT claims the caller is read from are the stack's parameters (`TenantClaim`,
+/// `RolesClaim`, defaults `custom:tenant` and `custom:roles`), reaching every function behind the
+/// HTTP API as `JWT_TENANT_CLAIM` and `JWT_ROLES_CLAIM` (what `cqrs_caller::ClaimNames` reads).
+fn check_claim_names(t: &Value) -> Problems {
+    let mut problems = Problems::new();
+    for (parameter, default) in [
+        ("TenantClaim", "custom:tenant"),
+        ("RolesClaim", "custom:roles"),
+    ] {
+        let at = format!("Parameters.{parameter}");
+        expect_eq(
+            &mut problems,
+            &format!("{at}.Type"),
+            get(t, &["Parameters", parameter, "Type"]),
+            "String",
+        );
+        expect_eq(
+            &mut problems,
+            &format!("{at}.Default"),
+            get(t, &["Parameters", parameter, "Default"]),
+            default,
+        );
+    }
+    // Every function an HTTP API route reaches, and at least the command and query handlers.
+    let mut http: BTreeSet<String> = [COMMAND_FN, QUERY_FN].map(String::from).into();
+    for (id, _) in resources_of_type(t, "AWS::Serverless::Function") {
+        let routed = events(t, id)
+            .iter()
+            .any(|(_, event)| get(event, &["Type"]).map(canon).as_deref() == Some("HttpApi"));
+        if routed {
+            http.insert(id.to_string());
+        }
+    }
+    for id in &http {
+        let p = effective(t, id);
+        for (name, parameter) in [
+            ("JWT_TENANT_CLAIM", "${TenantClaim}"),
+            ("JWT_ROLES_CLAIM", "${RolesClaim}"),
+        ] {
+            expect_eq(
+                &mut problems,
+                &format!("{id}.Environment.Variables.{name}"),
+                get(&p, &["Environment", "Variables", name]),
+                parameter,
+            );
+        }
+    }
+    problems
+}
+
+#[test]
+fn http_functions_read_the_claim_names_from_the_parameters() {
+    assert_ok(check_claim_names, &workspace());
+}
+
+#[test]
+fn claim_names_check_fails() {
+    // A function that names the claim itself instead of taking the parameter.
+    let mut t = workspace();
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            QUERY_FN,
+            "Properties",
+            "Environment",
+            "Variables",
+            "JWT_TENANT_CLAIM",
+        ],
+    ) = yaml("custom:tenant");
+    assert_fails(
+        check_claim_names,
+        &t,
+        "QueryHandlerFunction.Environment.Variables.JWT_TENANT_CLAIM",
+    );
+
+    let mut t = workspace();
+    if let Value::Mapping(vars) = at(&mut t, &["Globals", "Function", "Environment", "Variables"]) {
+        vars.remove("JWT_ROLES_CLAIM");
+    }
+    assert_fails(
+        check_claim_names,
+        &t,
+        "CommandHandlerFunction.Environment.Variables.JWT_ROLES_CLAIM",
+    );
+
+    let mut t = workspace();
+    *at(&mut t, &["Parameters", "RolesClaim", "Default"]) = yaml("cognito:groups");
+    assert_fails(check_claim_names, &t, "Parameters.RolesClaim.Default");
+}
+
 #[test]
 fn outputs_check_fails() {
     let mut t = workspace();

@@ -52,9 +52,14 @@ enum Command {
         name: Option<String>,
         /// Where the framework's crates come from: version:REQ (the registry), git:URL, or
         /// path:DIR (a checkout of the framework, relative to the new service's folder or
-        /// absolute).
-        #[arg(long, default_value = "version:0.1")]
-        framework: String,
+        /// absolute). Default: the checkout this cqrs was built from, when it is still there;
+        /// else version:<this cqrs's version>.
+        #[arg(long)]
+        framework: Option<String>,
+        /// With version:REQ, write the service without checking that the crates resolve from
+        /// the registry (they are not published yet; offline generation for later).
+        #[arg(long)]
+        no_registry_check: bool,
     },
     /// The entity model (model.toml).
     #[command(subcommand)]
@@ -273,6 +278,7 @@ fn main() -> ExitCode {
             dir,
             name,
             framework,
+            no_registry_check,
         } => {
             let name = match name {
                 Some(name) => name,
@@ -281,7 +287,7 @@ fn main() -> ExitCode {
                     None => return ops::fail("new", format!("{}: give --name", dir.display())),
                 },
             };
-            let framework = match new::Framework::parse(&framework) {
+            let framework = match new::Framework::resolve(framework.as_deref(), no_registry_check) {
                 Ok(f) => f,
                 Err(e) => return ops::fail("new", e),
             };

@@ -5,6 +5,14 @@
 //! `events/`, a test of the model and its hooks, a Makefile and a README. Everything is rendered from the files under `src/new/` of this package,
 //! so the output is the same on every machine ([`render`], snapshot-tested).
 //!
+//! Where the crates come from ([`Framework::resolve`]): `--framework` when given; else, when the
+//! `cqrs` binary runs where it was built from a checkout of the framework (its sources are still
+//! there), that checkout (`path:`, absolute); else the registry at the CLI's own version. The
+//! framework's crates are not published yet, so `version:` is checked before anything is written:
+//! the crates must resolve from the registry (`cargo generate-lockfile` on a scratch manifest), or
+//! `cqrs new` stops with what to use instead; `--no-registry-check` skips the check (to generate
+//! for later, offline).
+//!
 //! The SAM template is the framework's own: this repository's `template.yaml` is what [`sam_template`]
 //! renders for its model (a test holds them equal), so a generated service deploys exactly what the
 //! example deploys, with its own tables' GSIs.
@@ -89,6 +97,58 @@ impl Framework {
 }
 
 impl Framework {
+    /// The source of the crates for `cqrs new`: `flag` (`--framework`) when given, else
+    /// [`Framework::default_source`] (said on stderr). A `version:` source is checked against the
+    /// registry ([`check_registry`]) unless `skip_registry_check`, which says on stderr that it
+    /// was not checked. Errors say what to use instead; nothing has been written then.
+    pub fn resolve(flag: Option<&str>, skip_registry_check: bool) -> Result<Framework, String> {
+        let framework = match flag {
+            Some(text) => Framework::parse(text)?,
+            None => {
+                let framework = Framework::default_source();
+                eprintln!(
+                    "cqrs new: the framework's crates from {} ({}; --framework chooses another source)",
+                    framework.flag(),
+                    match framework {
+                        Framework::Path(_) => "the checkout this cqrs was built from",
+                        _ => "the registry, at this cqrs's version",
+                    }
+                );
+                framework
+            }
+        };
+        if let Framework::Version(req) = &framework {
+            if skip_registry_check {
+                eprintln!(
+                    "cqrs new: warning: --framework version:{req} not checked (--no-registry-check): \
+                     the framework's crates are not published on the registry yet, and the service \
+                     will not build until they resolve there"
+                );
+            } else {
+                check_registry(req)?;
+            }
+        }
+        Ok(framework)
+    }
+
+    /// The default source: the checkout this binary was built from ([`checkout`]) when it is still
+    /// there, else the registry at this CLI's version.
+    pub fn default_source() -> Framework {
+        match checkout() {
+            Some(root) => Framework::Path(root),
+            None => Framework::Version(env!("CARGO_PKG_VERSION").to_string()),
+        }
+    }
+
+    /// The `--framework` value that names this source.
+    pub fn flag(&self) -> String {
+        match self {
+            Framework::Path(root) => format!("path:{}", root.display()),
+            Framework::Git(url) => format!("git:{url}"),
+            Framework::Version(req) => format!("version:{req}"),
+        }
+    }
+
     /// What `cargo install` takes to install the framework's operator CLI (`cqrs`) from the same
     /// source as the crates.
     ///
@@ -104,6 +164,91 @@ impl Framework {
             Framework::Version(req) => format!("cqrs-cli --version {req}"),
         }
     }
+}
+
+/// The checkout of the framework this binary was built from (`tools/cli`'s manifest folder, two
+/// levels up), when it is still there: a workspace holding every framework crate. Not when the
+/// binary was built by `cargo install --git` or from the registry: those sources sit in cargo's
+/// own cache, which it cleans.
+pub fn checkout() -> Option<PathBuf> {
+    checkout_at(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
+}
+
+/// [`checkout`] for a candidate folder: its canonical path when it is a framework checkout.
+fn checkout_at(candidate: &Path) -> Option<PathBuf> {
+    let root = candidate.canonicalize().ok()?;
+    // cargo install --git and from the registry build in $CARGO_HOME/git/checkouts/ and
+    // $CARGO_HOME/registry/src/.
+    let text = root.to_string_lossy();
+    let cached = text.contains("/git/checkouts/") || text.contains("/registry/src/");
+    if cached {
+        return None;
+    }
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).ok()?;
+    let crates = CRATES
+        .iter()
+        .all(|(_, subdir)| root.join(subdir).join("Cargo.toml").is_file());
+    (manifest.contains("[workspace]") && crates).then_some(root)
+}
+
+/// Whether the framework's crates resolve from the registry at version requirement `req`: `cargo
+/// generate-lockfile` on a scratch manifest that depends on every crate a service uses (cargo's
+/// own resolution, with its network settings: `CARGO_NET_OFFLINE=true` keeps it offline). The
+/// error says cargo's reason and what to use instead.
+pub fn check_registry(req: &str) -> Result<(), String> {
+    let scratch =
+        std::env::temp_dir().join(format!("cqrs-new-registry-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let result = resolve_in(&scratch, req);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let reason = match result {
+        Ok(()) => return Ok(()),
+        Err(reason) => reason,
+    };
+    let checkout = checkout().map_or_else(
+        || "<a checkout of the framework>".to_string(),
+        |root| root.display().to_string(),
+    );
+    Err(format!(
+        "--framework version:{req}: the framework's crates do not resolve from the registry: \
+         they are not published there yet.\n{reason}\n\
+         Use a checkout of the framework: --framework path:{checkout} (or a path relative to the \
+         new service's folder), or its git repository: --framework git:<url>. To write the \
+         service anyway (it builds once the crates are published): --no-registry-check."
+    ))
+}
+
+/// Writes the scratch manifest into `dir` and resolves it; cargo's message when it fails.
+fn resolve_in(dir: &Path, req: &str) -> Result<(), String> {
+    let mut manifest = String::from(
+        "[package]\nname = \"cqrs-registry-check\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+         publish = false\n\n[lib]\npath = \"lib.rs\"\n\n[workspace]\n\n[dependencies]\n",
+    );
+    for (krate, _) in CRATES {
+        manifest.push_str(&format!("{krate} = {}\n", toml_string(req)));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::write(dir.join("Cargo.toml"), manifest)
+        .and_then(|()| std::fs::write(dir.join("lib.rs"), ""))
+        .map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(&cargo)
+        .arg("generate-lockfile")
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .output()
+        .map_err(|e| format!("cargo could not run ({e}), so the registry was not checked"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reason: Vec<&str> = stderr
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty())
+        .take(4)
+        .collect();
+    Err(format!("cargo generate-lockfile: {}", reason.join("\n  ")))
 }
 
 /// A TOML basic string.
@@ -313,6 +458,36 @@ mod tests {
             Framework::Version("0.1".into()).cli_install(),
             "cqrs-cli --version 0.1"
         );
+    }
+
+    #[test]
+    fn a_checkout_is_a_workspace_with_every_framework_crate() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        assert_eq!(checkout_at(&root), Some(root.canonicalize().unwrap()));
+        assert_eq!(checkout(), Some(root.canonicalize().unwrap()));
+        // A folder without the crates, or one that does not exist: no checkout.
+        assert_eq!(checkout_at(Path::new(env!("CARGO_MANIFEST_DIR"))), None);
+        assert_eq!(checkout_at(&root.join("no-such-folder")), None);
+        // The same workspace inside cargo's cache (cargo install --git) is not one.
+        let cache = std::env::temp_dir().join(format!(
+            "cqrs-new-unit-{}/git/checkouts/cqrs-1a2b/0123abc",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::write(cache.join("Cargo.toml"), "[workspace]\n").unwrap();
+        for (_, subdir) in CRATES {
+            std::fs::create_dir_all(cache.join(subdir)).unwrap();
+            std::fs::write(cache.join(subdir).join("Cargo.toml"), "").unwrap();
+        }
+        assert_eq!(checkout_at(&cache), None);
+        let top = cache.ancestors().nth(4).unwrap().to_path_buf();
+        let _ = std::fs::remove_dir_all(top);
+        // From a checkout, the default source is the checkout.
+        assert_eq!(
+            Framework::default_source(),
+            Framework::Path(root.canonicalize().unwrap())
+        );
+        assert_eq!(Framework::Version("0.1".into()).flag(), "version:0.1");
     }
 
     #[test]

@@ -10,8 +10,10 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots/new/library");
 
 fn cqrs(args: &[&str]) -> (i32, String, String) {
+    // Offline: a check of the registry (`--framework version:`) never reaches the network here.
     let out = Command::new(env!("CARGO_BIN_EXE_cqrs"))
         .args(args)
+        .env("CARGO_NET_OFFLINE", "true")
         .output()
         .unwrap();
     (
@@ -48,7 +50,13 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn a_new_service_is_the_snapshot() {
     let dir = scratch("snapshot").join("library");
-    let (code, out, err) = cqrs(&["new", dir.to_str().unwrap(), "--framework", "version:0.1"]);
+    // A checkout of the framework beside the service: the same text on every machine.
+    let (code, out, err) = cqrs(&[
+        "new",
+        dir.to_str().unwrap(),
+        "--framework",
+        "path:../cqrs-dynamo",
+    ]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("created service library"), "{out}");
     let written = files(&dir);
@@ -136,6 +144,82 @@ fn this_repositorys_template_is_what_the_model_renders() {
             line + 1
         );
     }
+}
+
+/// Run from a checkout (as this test's binary is), `cqrs new` takes the framework from it: an
+/// absolute path to this repository, whose crates exist, and the README installs the operator
+/// CLI from the same checkout (`cqrs-cli` is not on the registry).
+#[test]
+fn from_a_checkout_the_framework_is_the_checkout() {
+    let dir = scratch("default").join("library");
+    let (code, out, err) = cqrs(&["new", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let root = Path::new(ROOT).canonicalize().unwrap();
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let caller = root.join("shared/caller");
+    assert!(caller.join("Cargo.toml").is_file());
+    assert!(
+        manifest.contains(&format!(
+            "cqrs-caller = {{ path = \"{}\" }}",
+            caller.display()
+        )),
+        "{manifest}"
+    );
+    assert!(!manifest.contains("cqrs-caller = \""), "{manifest}");
+    assert!(err.contains(&format!("path:{}", root.display())), "{err}");
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let install = format!("cargo install --path {}/tools/cli", root.display());
+    assert!(readme.contains(&install), "{readme}");
+    assert!(!readme.contains("cargo install cqrs-cli"), "{readme}");
+    let makefile = std::fs::read_to_string(dir.join("Makefile")).unwrap();
+    assert!(
+        makefile.contains(&format!("--path {}/tools/cli", root.display())),
+        "{makefile}"
+    );
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+/// `version:` takes the crates from the registry, where they are not published yet: `cqrs new`
+/// says so, and what to use instead, before it writes anything; `--no-registry-check` writes the
+/// service anyway (for later), with a warning.
+#[test]
+fn version_fails_clearly_until_the_crates_are_published() {
+    let dir = scratch("version").join("library");
+    let (code, out, err) = cqrs(&["new", dir.to_str().unwrap(), "--framework", "version:0.1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    for needle in [
+        "version:0.1",
+        "do not resolve from the registry",
+        "not published",
+        "--framework path:",
+        "--framework git:",
+        "--no-registry-check",
+        // cargo's own reason.
+        "cqrs-",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in: {err}");
+    }
+    // The checkout this binary was built from is named as the way that works.
+    let root = Path::new(ROOT).canonicalize().unwrap();
+    assert!(
+        err.contains(&format!("--framework path:{}", root.display())),
+        "{err}"
+    );
+    assert!(!dir.exists(), "nothing is written");
+    assert!(!dir.parent().unwrap().exists(), "nothing is written");
+
+    let (code, out, err) = cqrs(&[
+        "new",
+        dir.to_str().unwrap(),
+        "--framework",
+        "version:0.1",
+        "--no-registry-check",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("not checked"), "{err}");
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("cqrs-caller = \"0.1\""), "{manifest}");
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 
 #[test]
