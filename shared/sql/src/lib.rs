@@ -4,6 +4,8 @@
 //!
 //! - [`schema`]: the schema of a model: a table per entity, typed columns with the model's
 //!   constraints, a generic table, row-level security per tenant.
+//! - `connect` (feature `connect`): a connection string, or RDS Proxy with IAM authentication
+//!   over verified TLS.
 //! - [`migrate`]: versioned migrations from one model revision to the next.
 //! - [`read`]: reading as a caller of one tenant (row-level security).
 //! - [`rows`]: an item of the data table as a row: its table, its values.
@@ -11,6 +13,8 @@
 //! - [`write`](mod@write): a batch of changes in one transaction, idempotent and newest-wins by version.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "connect")]
+pub mod connect;
 pub mod migrate;
 pub mod read;
 pub mod rows;

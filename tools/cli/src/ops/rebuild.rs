@@ -67,13 +67,13 @@ pub struct RebuildArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Rebuild the relational read model (PostgreSQL at --sql-url) from the data table instead:
-    /// every difference `cqrs verify --sql` finds is written over with the data table's state.
+    /// Rebuild the relational read model (PostgreSQL at --sql-url or --sql-host) from the data
+    /// table instead: every difference `cqrs verify --sql` finds is written over with the data table's state.
     #[arg(long)]
     pub sql: bool,
-    /// The relational read model's connection string (postgres://user:password@host:port/db).
-    #[arg(long, env = "SQL_URL", requires = "sql")]
-    pub sql_url: Option<String>,
+    /// Where the relational read model is (a connection string, or RDS Proxy with IAM).
+    #[command(flatten)]
+    pub sql_target: super::sql::SqlTarget,
     /// Test hook: stop once this many pages are done (pages other segments have in flight finish
     /// too), as if the run were killed (the checkpoint stays).
     #[arg(long, hide = true)]
@@ -155,12 +155,9 @@ impl Checkpoint {
 /// Runs `cqrs rebuild`.
 pub async fn run(args: RebuildArgs) -> ExitCode {
     if args.sql {
-        let Some(url) = args.sql_url.as_deref() else {
-            return fail("rebuild --sql", "give --sql-url (or SQL_URL): the database");
-        };
         return super::sql::run(super::sql::SqlRun {
             connection: &args.connection,
-            url,
+            target: &args.sql_target,
             model: &args.model,
             segments: args.segments,
             show: 10,

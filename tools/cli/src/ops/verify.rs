@@ -37,12 +37,13 @@ pub struct VerifyArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Compare the relational read model (PostgreSQL at --sql-url) with the data table instead.
+    /// Compare the relational read model (PostgreSQL at --sql-url or --sql-host) with the data
+    /// table instead.
     #[arg(long)]
     pub sql: bool,
-    /// The relational read model's connection string (postgres://user:password@host:port/db).
-    #[arg(long, env = "SQL_URL", requires = "sql")]
-    pub sql_url: Option<String>,
+    /// Where the relational read model is (a connection string, or RDS Proxy with IAM).
+    #[command(flatten)]
+    pub sql_target: super::sql::SqlTarget,
     /// With --sql: the service's model file (what each state's row is).
     #[arg(long, default_value = "model.toml")]
     pub model: std::path::PathBuf,
@@ -67,12 +68,9 @@ pub struct Difference {
 /// Runs `cqrs verify`.
 pub async fn run(args: VerifyArgs) -> ExitCode {
     if args.sql {
-        let Some(url) = args.sql_url.as_deref() else {
-            return fail("verify --sql", "give --sql-url (or SQL_URL): the database");
-        };
         return super::sql::run(super::sql::SqlRun {
             connection: &args.connection,
-            url,
+            target: &args.sql_target,
             model: &args.model,
             segments: args.segments,
             show: args.show,
