@@ -310,7 +310,19 @@ impl SqlSync {
             )],
             ..Default::default()
         };
-        let result = cqrs_sql::migrate::apply_with(client, &owned, &options).await;
+        let mut result = cqrs_sql::migrate::apply_with(client, &owned, &options).await;
+        if result.is_ok() {
+            // The reader role's grant to this user, for a database whose first migration
+            // predates it (cqrs_sql::schema::reader_grant_ddl): a catalog read where it is there.
+            if let Err(e) = client
+                .batch_execute(&cqrs_sql::schema::reader_grant_ddl())
+                .await
+            {
+                result = Err(cqrs_sql::migrate::MigrateError::Apply(format!(
+                    "granting the reader role: {e}"
+                )));
+            }
+        }
         if result.is_err() && slot.as_ref().is_some_and(Writer::is_closed) {
             *slot = None;
         }

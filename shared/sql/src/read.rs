@@ -1,8 +1,11 @@
 //! Reading the relational read model as a caller of one tenant: a transaction in the role
 //! `cqrs_reader` with the session's tenant set, so that row-level security shows that tenant's rows
 //! (and the `common` rows every tenant may read) and nothing else, whatever the query says; the
-//! reader writes nothing. The connecting user must be a member of `cqrs_reader` (or a superuser,
-//! as locally): `GRANT cqrs_reader TO <user>`.
+//! reader writes nothing. The connecting user must be allowed to `SET ROLE cqrs_reader`: a
+//! superuser (as locally), the user that ran the migrations (they grant it to that user,
+//! [`crate::schema::reader_grant_ddl`], on PostgreSQL 15 and 16+ alike), or a reader's own user
+//! granted it by that one: `GRANT cqrs_reader TO <user>`. Otherwise the transaction fails with
+//! `permission denied to set role "cqrs_reader"`.
 //!
 //! ```no_run
 //! # async fn example(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {

@@ -375,8 +375,55 @@ fn generic_columns() -> Vec<Column> {
 
 fn reader_role() -> String {
     format!(
-        "DO $$ BEGIN\n  CREATE ROLE {role} NOLOGIN;\nEXCEPTION WHEN duplicate_object THEN NULL;\nEND $$;\n",
+        "DO $$ BEGIN\n  CREATE ROLE {role} NOLOGIN;\nEXCEPTION WHEN duplicate_object THEN NULL;\nEND $$;\n{}",
+        reader_grant_ddl(),
         role = ident(READER_ROLE)
+    )
+}
+
+/// The grant that lets the user who runs the migrations `SET ROLE` [`READER_ROLE`] (as
+/// [`crate::read::as_tenant`] does), safe to run again and a no-op where it may already: a
+/// superuser, or a user granted it before. It is needed where that user is not a superuser, as
+/// Aurora's master user is not (it has `CREATEROLE`): on PostgreSQL 15 such a user is not a member
+/// of the roles it creates (`GRANT … TO CURRENT_USER`), and on 16+ it is a member with `ADMIN`
+/// only, neither `SET` nor `INHERIT` (`GRANT … WITH INHERIT FALSE, SET TRUE`, 16+ syntax, hence the
+/// branch on `server_version_num`). Nothing is done where the role does not exist; a user that may
+/// not grant it (neither its creator nor a superuser) gets a warning, not an error (then
+/// `SET ROLE` fails, naming the role, until someone who may grants it). Part of the
+/// schema's DDL ([`Schema::ddl`], the first migration); a database whose first migration predates
+/// it gets it by running this once more (sql-sync does at cold start).
+///
+/// A reader's own user is granted the role by that user, who administers it:
+/// `GRANT "cqrs_reader" TO <user>` (with `SET` by default on 16+).
+///
+/// ```
+/// let ddl = cqrs_sql::schema::reader_grant_ddl();
+/// assert!(ddl.contains("server_version_num"));
+/// assert!(ddl.contains(r#"GRANT "cqrs_reader" TO CURRENT_USER WITH INHERIT FALSE, SET TRUE"#));
+/// ```
+pub fn reader_grant_ddl() -> String {
+    format!(
+        "DO $$\nDECLARE\n  modern boolean := current_setting('server_version_num')::int >= 160000;\n\
+         BEGIN\n  \
+         IF EXISTS (SELECT FROM pg_roles WHERE rolname = {name})\n     \
+         AND NOT pg_has_role(current_user, {name}, CASE WHEN modern THEN 'SET' ELSE 'MEMBER' END) THEN\n    \
+         IF modern THEN\n      \
+         EXECUTE {modern};\n    \
+         ELSE\n      \
+         EXECUTE {old};\n    \
+         END IF;\n  \
+         END IF;\n\
+         EXCEPTION\n  \
+         WHEN unique_violation THEN NULL; -- another session granted it at the same time\n  \
+         WHEN insufficient_privilege THEN\n    \
+         RAISE WARNING '%: % (a superuser or the role''s creator must grant it)', current_user, SQLERRM;\n\
+         END $$;\n",
+        name = literal(READER_ROLE),
+        modern = literal(&format!(
+            "GRANT {} TO CURRENT_USER WITH INHERIT FALSE, SET TRUE",
+            ident(READER_ROLE)
+        )),
+        old = literal(&format!("GRANT {} TO CURRENT_USER", ident(READER_ROLE))),
     )
 }
 

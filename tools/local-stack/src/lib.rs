@@ -3,6 +3,7 @@
 //!
 //! - [`dynamodb_local`]: installing, starting, finding and stopping DynamoDB Local.
 //! - [`postgres`]: installing PostgreSQL's server, starting, finding and stopping throwaway clusters.
+//! - [`postgres_npm`]: other major versions of PostgreSQL's server (16+), from npm, for tests.
 //! - [`dev`]: the whole stack: DynamoDB Local, the tables, `cargo lambda watch`, the stream mapping.
 //! - [`stack`]: the tables of `template.yaml`, parked records, the stream mapping's loop.
 //! - [`stream`]: reading the command table's stream shard by shard.
@@ -18,5 +19,6 @@ pub mod invoke;
 pub mod mapper;
 pub mod mapping;
 pub mod postgres;
+pub mod postgres_npm;
 pub mod stack;
 pub mod stream;

@@ -38,8 +38,10 @@ use crate::dynamodb_local::{
 /// Where Debian installs PostgreSQL's server, one folder per major version.
 pub const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
 
-/// The programs [`Install::bin_dir`] requires in a version's `bin` folder.
-const PROGRAMS: [&str; 4] = ["initdb", "pg_ctl", "postgres", "psql"];
+/// The programs [`Install::bin_dir`] requires in a version's `bin` folder (`psql` is taken from
+/// there too when it is, else from Debian's newest version or the `PATH`: the npm package of
+/// [`crate::postgres_npm`] has none).
+const PROGRAMS: [&str; 3] = ["initdb", "pg_ctl", "postgres"];
 
 /// Why PostgreSQL could not be installed, started or stopped: the crate's one error for the
 /// servers it runs ([`crate::dynamodb_local::Error`]).
@@ -88,8 +90,8 @@ impl Install {
         Self::default()
     }
 
-    /// The `bin` folder of the highest major version that has `initdb`, `pg_ctl`, `postgres` and
-    /// `psql`, if any.
+    /// The `bin` folder of the highest major version that has `initdb`, `pg_ctl` and `postgres`,
+    /// if any.
     ///
     /// ```
     /// let install = cqrs_local_stack::postgres::Install { root: "/nowhere".into() };
@@ -329,9 +331,25 @@ fn program(bin: &Path, name: &str, user: Option<(u32, u32)>) -> Command {
     command
 }
 
-/// Whether the server on `port` answers `select 1` (through `psql` of `bin`, over TCP).
+/// The `psql` to ask a server of `bin` with: `bin`'s, else that of Debian's newest version, else
+/// the one on the `PATH` (any client version talks to any server's `select 1`).
+fn psql(bin: &Path) -> PathBuf {
+    [Some(bin.to_path_buf()), Install::new().bin_dir()]
+        .into_iter()
+        .flatten()
+        .map(|bin| bin.join("psql"))
+        .find(|psql| psql.is_file())
+        .unwrap_or_else(|| PathBuf::from("psql"))
+}
+
+/// Whether the server on `port` answers `select 1` (through [`psql`], over TCP).
 fn answers_query(bin: &Path, port: u16) -> bool {
-    program(bin, "psql", None)
+    let psql = psql(bin);
+    let (dir, name) = (
+        psql.parent().unwrap_or(Path::new("")),
+        psql.file_name().unwrap_or_default(),
+    );
+    program(dir, &name.to_string_lossy(), None)
         .args(["-X", "-q", "-t", "-A", "-c", "select 1", "-d"])
         .arg(format!(
             "host=127.0.0.1 port={port} user=postgres dbname=postgres connect_timeout=2"
@@ -620,14 +638,27 @@ impl Throwaway {
     /// # let _ = pg;
     /// ```
     pub fn start(name: &str) -> Result<Throwaway, Error> {
+        let install = Install::new();
+        install.ensure()?;
+        Self::start_with(name, &install)
+    }
+
+    /// Starts a cluster of the server installed at `install` (installed already: nothing is
+    /// installed here), such as a version of [`crate::postgres_npm`].
+    ///
+    /// ```no_run
+    /// use cqrs_local_stack::{postgres::Throwaway, postgres_npm};
+    /// let install = postgres_npm::ensure(".local".as_ref(), postgres_npm::VERSION_17).unwrap();
+    /// let pg = Throwaway::start_with("pg17", &install).unwrap();
+    /// # let _ = pg;
+    /// ```
+    pub fn start_with(name: &str, install: &Install) -> Result<Throwaway, Error> {
         let unique = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         let state = std::env::temp_dir().join(format!("{name}-{}-{unique}", std::process::id()));
-        let install = Install::new();
-        install.ensure()?;
-        let instance = start(&install, &state, None)?;
+        let instance = start(install, &state, None)?;
         Ok(Throwaway { state, instance })
     }
 

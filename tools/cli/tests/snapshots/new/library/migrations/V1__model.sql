@@ -3,6 +3,23 @@ DO $$ BEGIN
   CREATE ROLE "cqrs_reader" NOLOGIN;
 EXCEPTION WHEN duplicate_object THEN NULL;
 END $$;
+DO $$
+DECLARE
+  modern boolean := current_setting('server_version_num')::int >= 160000;
+BEGIN
+  IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'cqrs_reader')
+     AND NOT pg_has_role(current_user, 'cqrs_reader', CASE WHEN modern THEN 'SET' ELSE 'MEMBER' END) THEN
+    IF modern THEN
+      EXECUTE 'GRANT "cqrs_reader" TO CURRENT_USER WITH INHERIT FALSE, SET TRUE';
+    ELSE
+      EXECUTE 'GRANT "cqrs_reader" TO CURRENT_USER';
+    END IF;
+  END IF;
+EXCEPTION
+  WHEN unique_violation THEN NULL; -- another session granted it at the same time
+  WHEN insufficient_privilege THEN
+    RAISE WARNING '%: % (a superuser or the role''s creator must grant it)', current_user, SQLERRM;
+END $$;
 
 CREATE TABLE IF NOT EXISTS "task" (
   "pk" text NOT NULL,
