@@ -141,77 +141,14 @@ fn a_model_whose_names_could_become_sql_is_refused_and_nothing_is_written() {
 /// a throwaway cluster with TLS on (a certificate authority made for the test by `openssl`), every
 /// unencrypted connection refused by its `pg_hba.conf`.
 mod tls {
-    use std::os::unix::fs::MetadataExt;
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
     use std::process::{Command, Output};
-    use std::time::{Duration, Instant};
 
     use cqrs_local_stack::postgres::Throwaway;
     use tokio_postgres::NoTls;
 
     /// The database user the proxy-form test signs in as, with the IAM token as its password.
     pub const IAM_USER: &str = "cqrs_iam";
-
-    fn openssl(dir: &Path, args: &[&str]) {
-        let output = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl (Debian's openssl package) runs");
-        assert!(
-            output.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-
-    /// A certificate authority (`ca.crt`), and a server certificate it signed for `localhost`.
-    fn certificates(dir: &Path) {
-        let subject_ca = "/CN=cqrs cli test CA";
-        openssl(
-            dir,
-            &[
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", subject_ca,
-                "-keyout", "ca.key", "-out", "ca.crt",
-            ],
-        );
-        openssl(
-            dir,
-            &[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-subj",
-                "/CN=localhost",
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-            ],
-        );
-        std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost\n").unwrap();
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                "san.ext",
-                "-out",
-                "server.crt",
-            ],
-        );
-    }
 
     /// A cluster with TLS on that refuses every unencrypted TCP connection; [`IAM_USER`] signs in
     /// with a password (scram), everyone else is trusted once encrypted. Answers the cluster, an
@@ -220,64 +157,15 @@ mod tls {
         let pg = Throwaway::start(name).unwrap();
         let (admin, connection) = tokio_postgres::connect(&pg.url(), NoTls).await.unwrap();
         tokio::spawn(connection);
-        let show = |setting: &'static str| {
-            let admin = &admin;
-            async move {
-                let value: String = admin
-                    .query_one(&format!("SHOW {setting}"), &[])
-                    .await
-                    .unwrap()
-                    .get(0);
-                value
-            }
-        };
-        let data = PathBuf::from(show("data_directory").await);
-        let hba = PathBuf::from(show("hba_file").await);
-        let meta = std::fs::metadata(&data).unwrap();
-        let work = std::env::temp_dir().join(format!(
-            "cqrs-cli-sql-tls-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&work).unwrap();
-        certificates(&work);
-        for file in ["server.key", "server.crt"] {
-            let target = data.join(format!("test-{file}"));
-            std::fs::copy(work.join(file), &target).unwrap();
-            std::os::unix::fs::chown(&target, Some(meta.uid()), Some(meta.gid())).unwrap();
-            std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-                .unwrap();
-        }
         // First match wins: these lines go before the cluster's own.
-        let old = std::fs::read_to_string(&hba).unwrap();
-        std::fs::write(
-            &hba,
-            format!(
+        let work = pg
+            .enable_tls(&format!(
                 "hostnossl all all all reject\n\
                  hostssl all {IAM_USER} all scram-sha-256\n\
-                 hostssl all all all trust\n{old}"
-            ),
-        )
-        .unwrap();
-        for statement in [
-            "ALTER SYSTEM SET ssl_cert_file = 'test-server.crt'",
-            "ALTER SYSTEM SET ssl_key_file = 'test-server.key'",
-            "ALTER SYSTEM SET ssl = on",
-            "SELECT pg_reload_conf()",
-        ] {
-            admin.batch_execute(statement).await.unwrap();
-        }
-        let started = Instant::now();
-        while show("ssl").await != "on" {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "the server did not turn TLS on"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+                 hostssl all all all trust\n"
+            ))
+            .await
+            .unwrap();
         // An unencrypted connection is refused now.
         assert!(
             tokio_postgres::connect(&pg.url(), NoTls).await.is_err(),

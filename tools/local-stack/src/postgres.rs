@@ -692,6 +692,160 @@ impl Throwaway {
     pub fn state(&self) -> &Path {
         &self.state
     }
+
+    /// Turns TLS on, for a test of a client that must use or verify it: a certificate authority
+    /// made for the test by `openssl` (Debian's package) signs a server certificate for
+    /// `localhost` only; the key and certificate go into the data folder, owned by the server's
+    /// user; `hba_first` (lines of `pg_hba.conf`, such as `hostnossl all all all reject`) goes
+    /// before the cluster's own lines, where the first match wins. Returns once the server says
+    /// `ssl` is `on`, with the folder (in the state folder, removed with it) holding the
+    /// authority's certificate, `ca.crt`.
+    ///
+    /// ```no_run
+    /// # async fn example() {
+    /// let pg = cqrs_local_stack::postgres::Throwaway::start("tls").unwrap();
+    /// let certificates = pg.enable_tls("hostnossl all all all reject\n").await.unwrap();
+    /// let ca = std::fs::read(certificates.join("ca.crt")).unwrap();
+    /// # let _ = ca;
+    /// # }
+    /// ```
+    pub async fn enable_tls(&self, hba_first: &str) -> Result<PathBuf, Error> {
+        let failed = |command: &str, detail: String| Error::Command {
+            command: command.to_string(),
+            detail,
+        };
+        let (admin, connection) = tokio_postgres::connect(&self.url(), tokio_postgres::NoTls)
+            .await
+            .map_err(|e| failed("connecting to the cluster", e.to_string()))?;
+        tokio::spawn(connection);
+        let show = |setting: &'static str| {
+            let admin = &admin;
+            async move {
+                admin
+                    .query_one(&format!("SHOW {setting}"), &[])
+                    .await
+                    .map(|row| row.get::<_, String>(0))
+                    .map_err(|e| failed(&format!("SHOW {setting}"), e.to_string()))
+            }
+        };
+        let data = PathBuf::from(show("data_directory").await?);
+        let hba = PathBuf::from(show("hba_file").await?);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        let owner = std::fs::metadata(&data).map_err(io(&data))?;
+        let work = self.state.join("tls");
+        std::fs::create_dir_all(&work).map_err(io(&work))?;
+        test_certificates(&work)?;
+        for file in ["server.key", "server.crt"] {
+            let target = data.join(format!("test-{file}"));
+            std::fs::copy(work.join(file), &target).map_err(io(&target))?;
+            std::os::unix::fs::chown(&target, Some(owner.uid()), Some(owner.gid()))
+                .map_err(io(&target))?;
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600))
+                .map_err(io(&target))?;
+        }
+        let old = std::fs::read_to_string(&hba).map_err(io(&hba))?;
+        std::fs::write(&hba, format!("{hba_first}{old}")).map_err(io(&hba))?;
+        // One statement at a time: ALTER SYSTEM refuses a transaction block.
+        for statement in [
+            "ALTER SYSTEM SET ssl_cert_file = 'test-server.crt'",
+            "ALTER SYSTEM SET ssl_key_file = 'test-server.key'",
+            "ALTER SYSTEM SET ssl = on",
+            "SELECT pg_reload_conf()",
+        ] {
+            admin
+                .batch_execute(statement)
+                .await
+                .map_err(|e| failed(statement, e.to_string()))?;
+        }
+        let started = Instant::now();
+        while show("ssl").await? != "on" {
+            if started.elapsed() > Duration::from_secs(10) {
+                return Err(failed(
+                    "turning TLS on",
+                    "the server did not say ssl = on within 10 s".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(work)
+    }
+}
+
+/// Makes, in `dir`, a certificate authority (`ca.crt`, `ca.key`) and a server certificate it
+/// signed for `localhost` only (`server.crt`, `server.key`), with `openssl`.
+fn test_certificates(dir: &Path) -> Result<(), Error> {
+    let openssl = |args: &[&str]| -> Result<(), Error> {
+        let output = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map_err(|e| Error::Missing(format!("openssl (Debian's openssl package): {e}")))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(Error::Command {
+                command: format!("openssl {}", args.join(" ")),
+                detail: String::from_utf8_lossy(&output.stderr).into_owned(),
+            })
+        }
+    };
+    let days = ["-days", "2"];
+    openssl(
+        &[
+            &["req", "-x509", "-newkey", "rsa:2048", "-nodes"][..],
+            &days,
+            &[
+                "-subj",
+                "/CN=cqrs test CA",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+            ],
+        ]
+        .concat(),
+    )?;
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ])?;
+    let extensions = dir.join("san.ext");
+    std::fs::write(&extensions, "subjectAltName=DNS:localhost\n").map_err(|source| Error::Io {
+        path: extensions.clone(),
+        source,
+    })?;
+    openssl(
+        &[
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-extfile",
+                "san.ext",
+                "-out",
+                "server.crt",
+            ][..],
+            &days,
+        ]
+        .concat(),
+    )
 }
 
 impl Drop for Throwaway {
