@@ -5,6 +5,9 @@
 //! migration to apply waits for it a bounded time, then fails with SQLSTATE 55P03 (Lambda retries).
 //! One throwaway cluster of the file's own (its first start races on `CREATE ROLE` too).
 
+mod common;
+
+use common::borrowed;
 use cqrs_local_stack::postgres::Throwaway;
 use cqrs_model::Model;
 use cqrs_sql::{migrate, schema::Schema};
@@ -43,13 +46,6 @@ fn migrations(revisions: usize) -> (Model, Vec<(u32, String, String)>) {
         before = Some(schema);
     }
     (Model::parse(&text).unwrap(), out)
-}
-
-fn borrowed(migrations: &[(u32, String, String)]) -> Vec<(u32, &str, &str)> {
-    migrations
-        .iter()
-        .map(|(v, name, sql)| (*v, name.as_str(), sql.as_str()))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

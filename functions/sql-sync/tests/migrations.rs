@@ -10,6 +10,9 @@
 //!   writer behind it; nothing of it is applied, the lock and the session's settings are released,
 //!   and the next try applies it.
 
+mod common;
+
+use common::{Logs, borrowed};
 use std::sync::{Arc, Mutex, Weak};
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
@@ -87,13 +90,6 @@ fn revisions(n: usize) -> (Model, Vec<(u32, String, String)>) {
     (Model::parse(&text).unwrap(), out)
 }
 
-fn borrowed(migrations: &[(u32, String, String)]) -> Vec<(u32, &str, &str)> {
-    migrations
-        .iter()
-        .map(|(v, name, sql)| (*v, name.as_str(), sql.as_str()))
-        .collect()
-}
-
 async fn history(admin: &Client) -> Vec<i32> {
     admin
         .query(
@@ -125,36 +121,6 @@ fn loan(id: &str, n: u64) -> EventRecord {
     record.change.sequence_number = Some(format!("{n:021}"));
     record.change.new_image = item.to_attributes().unwrap().into();
     record
-}
-
-/// What sql-sync logs while the guard lives (its `tracing` output, on this thread).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
 }
 
 #[tokio::test]

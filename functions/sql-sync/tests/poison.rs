@@ -14,7 +14,10 @@
 //!   [`cqrs_sql_sync::database::CONNECT_TIMEOUT`] (well inside the function's 60 s), and the batch
 //!   is reported by its first record (nothing of it was written).
 
-use std::sync::{Arc, Mutex};
+mod common;
+
+use common::Logs;
+use std::sync::Arc;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use cqrs_item::{Item, Map, Value};
@@ -104,36 +107,6 @@ async fn parked(admin: &Client) -> Vec<(String, String)> {
         .await
         .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
         .unwrap_or_else(|e| panic!("reading cqrs_parked: {e}"))
-}
-
-/// What sql-sync logs while `f` runs (its `tracing` output, on this thread).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
 }
 
 #[tokio::test]
