@@ -367,8 +367,16 @@ fn exists(pid: u32) -> bool {
 }
 
 /// The inodes of the sockets listening on `port` (any address, IPv4 or IPv6) in this network
-/// namespace's tables.
-fn listening_on(port: u16) -> Vec<u64> {
+/// namespace's tables (`/proc/net/tcp`, `/proc/net/tcp6`): whoever holds them.
+///
+/// ```
+/// let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// let port = listener.local_addr().unwrap().port();
+/// assert!(!cqrs_local_stack::dynamodb_local::listening_on(port).is_empty());
+/// drop(listener);
+/// assert!(cqrs_local_stack::dynamodb_local::listening_on(port).is_empty());
+/// ```
+pub fn listening_on(port: u16) -> Vec<u64> {
     let mut found = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = std::fs::read_to_string(table) else {
@@ -393,8 +401,15 @@ fn listening_on(port: u16) -> Vec<u64> {
 }
 
 /// The inodes of the sockets of process `pid` that listen on `port` (none when its descriptors
-/// cannot be read).
-fn listening_sockets_of(pid: u32, port: u16) -> Vec<u64> {
+/// cannot be read): [`stop`] returns only once its instance holds none.
+///
+/// ```
+/// let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// let port = listener.local_addr().unwrap().port();
+/// let mine = cqrs_local_stack::dynamodb_local::listening_sockets_of(std::process::id(), port);
+/// assert_eq!(mine.len(), 1);
+/// ```
+pub fn listening_sockets_of(pid: u32, port: u16) -> Vec<u64> {
     let listening = listening_on(port);
     if listening.is_empty() {
         return listening;

@@ -68,13 +68,13 @@ fn two_instances_each_stopped_by_its_port() {
 
     // What b listens on, by socket: once stop returns, b holds none of them (whatever another
     // program may do with the freed port: it would listen on a socket of its own).
-    let held = listening_sockets_of(b.pid, b.port);
+    let held = dynamodb_local::listening_sockets_of(b.pid, b.port);
     assert!(!held.is_empty(), "b listens on its port");
     assert!(
         dynamodb_local::stop(&state.0, b.port).unwrap(),
         "b was running"
     );
-    let still = listening_sockets_of_port(b.port);
+    let still = dynamodb_local::listening_on(b.port);
     assert!(
         held.iter().all(|socket| !still.contains(socket)),
         "b's socket {held:?} still listens once stop returns ({} threads of pid {} left)",
@@ -111,52 +111,6 @@ fn a_pid_file_of_another_program_is_not_believed() {
     assert!(!dynamodb_local::stop(&state.0, port).unwrap());
     std::thread::sleep(Duration::from_millis(50));
     assert!(!pid_file.exists());
-}
-
-/// The inodes of the sockets listening on 127.0.0.1:`port` (or any address), from the kernel's
-/// tables (IPv4 and IPv6).
-fn listening_sockets_of_port(port: u16) -> Vec<u64> {
-    let mut found = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(table) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // local_address is ADDR:PORT (hex), st 0A is LISTEN, the inode is the tenth field.
-            let local_port = fields
-                .get(1)
-                .and_then(|a| a.rsplit_once(':'))
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            if local_port == Some(port)
-                && fields.get(3) == Some(&"0A")
-                && let Some(inode) = fields.get(9).and_then(|i| i.parse().ok())
-            {
-                found.push(inode);
-            }
-        }
-    }
-    found
-}
-
-/// The sockets of process `pid` that listen on `port`.
-fn listening_sockets_of(pid: u32, port: u16) -> Vec<u64> {
-    let listening = listening_sockets_of_port(port);
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return Vec::new();
-    };
-    fds.filter_map(Result::ok)
-        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .filter_map(|target| {
-            target
-                .to_str()?
-                .strip_prefix("socket:[")?
-                .strip_suffix(']')?
-                .parse()
-                .ok()
-        })
-        .filter(|inode| listening.contains(inode))
-        .collect()
 }
 
 /// How many threads of `pid` have not exited (0 when it is gone; a zombie whose threads all
