@@ -1,0 +1,36 @@
+//! The service's model checks (the functions compile it in and check it again at start), and every
+//! command hook is on an entity of the model.
+
+#[test]
+fn the_model_checks_and_the_hooks_are_on_its_entities() {
+    let model = match cqrs_model::Model::parse(tasks::MODEL) {
+        Ok(model) => model,
+        Err(errors) => panic!("model.toml: {errors}"),
+    };
+    if let Err(error) = tasks::hooks().check(&model) {
+        panic!("{error}");
+    }
+}
+
+#[test]
+fn the_migrations_are_up_to_date_and_all_applied_by_sql_sync() {
+    let model = cqrs_model::Model::parse(tasks::MODEL).expect("model.toml checks");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+    let recorded = cqrs_sql::migrate::recorded(dir.as_ref()).expect("migrations/schema.json");
+    let next = cqrs_sql::migrate::plan(recorded.as_ref(), &cqrs_sql::schema::Schema::of(&model))
+        .expect("a migration can be planned");
+    assert!(
+        next.is_none(),
+        "model.toml changed since the last migration: run `cqrs model sql --migrations migrations`"
+    );
+    let folder = cqrs_sql::migrate::read_dir(dir.as_ref()).expect("migrations/");
+    let files: Vec<(u32, &str, &str)> = folder
+        .iter()
+        .map(|(v, name, sql)| (*v, name.as_str(), sql.as_str()))
+        .collect();
+    assert_eq!(
+        files,
+        tasks::MIGRATIONS,
+        "src/lib.rs's MIGRATIONS must list every file of migrations/, in order"
+    );
+}
