@@ -11,6 +11,7 @@
 //! - [`Model`]: the checked model (entities, GSIs, access patterns);
 //! - [`Template`]: key templates such as `USER#{tenant}#{userId}` and how keys are read back;
 //! - [`Attribute`]: attribute types and the key formatting that keeps sort order;
+//! - [`RouteFunction`]: the service's own routes (`[routes.<function>]`), each a Lambda function;
 //! - [`Entity::derive`]: the one pure function that computes a version's `pk`, `sk` and every index
 //!   key attribute from the whole item.
 //!
@@ -44,6 +45,7 @@ mod lang;
 mod lint;
 mod model;
 mod query;
+mod routes;
 mod spec;
 mod template;
 mod value;
@@ -59,5 +61,6 @@ pub use model::{
     KeyType, Model, ModelError, ModelErrors, Pattern, Projection, ReadRule, SortCondition,
 };
 pub use query::{PatternQuery, PlanError, RANGE_PARAMS, SortKeyCondition, SortOp};
+pub use routes::{Access, FRAMEWORK_FUNCTIONS, FRAMEWORK_PATH_SEGMENTS, Operation, RouteFunction};
 pub use template::{Bucket, Part, Template};
 pub use value::{AttributeSource, KeyValue, ValueRef};

@@ -454,6 +454,7 @@ pub struct Model {
     pub(crate) indexes: Vec<Index>,
     pub(crate) entities: Vec<Entity>,
     pub(crate) patterns: Vec<Pattern>,
+    pub(crate) routes: Vec<crate::routes::RouteFunction>,
     pub(crate) revision: String,
 }
 
@@ -565,6 +566,24 @@ impl Model {
         self.indexes.iter().find(|i| i.name == name)
     }
 
+    /// The service's own route functions (`[routes.<function>]`), by name.
+    ///
+    /// ```
+    /// assert!(cqrs_model::Model::example().routes().is_empty());
+    /// ```
+    pub fn routes(&self) -> &[crate::routes::RouteFunction] {
+        &self.routes
+    }
+
+    /// The service's own route function `name` (`[routes.<name>]`).
+    ///
+    /// ```
+    /// assert!(cqrs_model::Model::example().route("nope").is_none());
+    /// ```
+    pub fn route(&self, name: &str) -> Option<&crate::routes::RouteFunction> {
+        self.routes.iter().find(|r| r.name == name)
+    }
+
     /// The named access patterns.
     ///
     /// ```
@@ -652,7 +671,8 @@ impl Model {
     }
 }
 
-fn build(raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
+fn build(mut raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
+    let routes = crate::routes::build(std::mem::take(&mut raw.routes), errors);
     let mut err = |place: String, field: &str, message: String| {
         errors.push(ModelError {
             place,
@@ -880,6 +900,7 @@ fn build(raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
         indexes,
         entities,
         patterns,
+        routes,
         revision: format!("{:016x}", fnv1a_64(text.as_bytes())),
     }
 }

@@ -17,6 +17,9 @@ pub(crate) struct RawModel {
     pub entities: BTreeMap<String, RawEntity>,
     #[serde(default)]
     pub patterns: BTreeMap<String, RawPattern>,
+    /// `[routes.<function>]`: the service's own routes ([`crate::routes`]).
+    #[serde(default)]
+    pub routes: BTreeMap<String, crate::routes::RawRouteFunction>,
 }
 
 /// `[model]`: settings of the whole model.
