@@ -32,7 +32,17 @@
 //!   [`database::CONNECT_TIMEOUT`] fails the same way, well inside the function's timeout.
 //!
 //! Where it connects, and how (a connection string locally, RDS Proxy with IAM authentication over
-//! TLS in AWS), is [`database`]'s.
+//! TLS in AWS), is [`database`]'s. In AWS (the template's `SqlReadModel` aurora or existing) it
+//! signs in to the proxy (`SQL_HOST`, the `SqlProxyEndpoint` output) as `SQL_USER`: `cqrs_sync`,
+//! Aurora's master user, or `SqlExistingUser`, with an IAM token signed with its role's
+//! credentials (`rds-db:connect` on `dbuser:<proxy id>/<user>`), over TLS verified against the
+//! Amazon roots; the proxy signs in to the cluster as the same user with an IAM token of its own
+//! role (end-to-end IAM authentication: no password, no secret read anywhere). At every cold start,
+//! after the migrations, it runs the readers' roles' DDL ([`cqrs_sql::schema::access_ddl`]): the
+//! reader role granted to itself, the routes' database user `cqrs_routes` created and allowed to
+//! `SET ROLE cqrs_reader` only, and `rds_iam` granted to both where RDS has that role, so that a
+//! database migrated by an earlier release gets them too. The service's routes that read sql
+//! sign in the same way, as `cqrs_routes` (`cqrs_sql::connect`, `cqrs_sql::read::as_tenant`).
 //!
 //! ```ignore
 //! // A service's src/bin/sql-sync.rs (its model and migrations are files of the service):
@@ -312,14 +322,13 @@ impl SqlSync {
         };
         let mut result = cqrs_sql::migrate::apply_with(client, &owned, &options).await;
         if result.is_ok() {
-            // The reader role's grant to this user, for a database whose first migration
-            // predates it (cqrs_sql::schema::reader_grant_ddl): a catalog read where it is there.
-            if let Err(e) = client
-                .batch_execute(&cqrs_sql::schema::reader_grant_ddl())
-                .await
-            {
+            // The readers' roles (the reader role's grant to this user, the routes' user
+            // cqrs_routes, rds_iam where it exists), for a database whose first migration
+            // predates them (cqrs_sql::schema::access_ddl): catalog reads where they are there.
+            if let Err(e) = client.batch_execute(&cqrs_sql::schema::access_ddl()).await {
                 result = Err(cqrs_sql::migrate::MigrateError::Apply(format!(
-                    "granting the reader role: {e}"
+                    "the readers' roles (cqrs_sql::schema::access_ddl): {}",
+                    cqrs_sql::write::describe(&e)
                 )));
             }
         }

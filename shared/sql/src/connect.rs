@@ -15,6 +15,18 @@
 //!   host name is checked. Signing is local (no call to any AWS API), so the caller needs no
 //!   password, no Secrets Manager call and no VPC endpoint: its role holds `rds-db:connect` for
 //!   its one database user, and nothing else about the database.
+//!
+//! In AWS (the template's `SqlReadModel` aurora or existing) every reader connects the second way,
+//! to the RDS Proxy of the stack (`SQL_HOST` = its `SqlProxyEndpoint` output, `SQL_PORT` 5432,
+//! `SQL_DATABASE` = `SqlDatabaseName`), from the VPC (`SqlSubnetIds`, and a security group the
+//! proxy lets in: the service's routes have `SqlRoutesSecurityGroup`): sql-sync as its own user
+//! (`cqrs_sync`, or `SqlExistingUser`), a service's routes as
+//! [`crate::schema::ROUTES_USER`] (`cqrs_routes`, the `SqlRoutesUser` output), each function's
+//! role holding `rds-db:connect` on `arn:aws:rds-db:<region>:<account>:dbuser:<proxy id>/<user>`.
+//! The proxy uses end-to-end IAM authentication: it signs in to the cluster as the same user
+//! with an IAM token of its own role, so no user has a password and nothing reads a secret. A
+//! route then reads one tenant's rows with [`crate::read::as_tenant`]: `cqrs_routes` may only
+//! `SET ROLE cqrs_reader` ([`crate::schema::routes_user_ddl`]).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -3,8 +3,10 @@
 //! (and the `common` rows every tenant may read) and nothing else, whatever the query says; the
 //! reader writes nothing. The connecting user must be allowed to `SET ROLE cqrs_reader`: a
 //! superuser (as locally), the user that ran the migrations (they grant it to that user,
-//! [`crate::schema::reader_grant_ddl`], on PostgreSQL 15 and 16+ alike), or a reader's own user
-//! granted it by that one: `GRANT cqrs_reader TO <user>`. Otherwise the transaction fails with
+//! [`crate::schema::reader_grant_ddl`], on PostgreSQL 15 and 16+ alike), the service's routes'
+//! user `cqrs_routes` ([`crate::schema::ROUTES_USER`], which may do nothing else; in AWS it signs
+//! in through RDS Proxy with an IAM token, see `crate::connect`), or a reader's own user granted
+//! it by the migrating user: `GRANT cqrs_reader TO <user>`. Otherwise the transaction fails with
 //! `permission denied to set role "cqrs_reader"`.
 //!
 //! ```no_run

@@ -55,6 +55,25 @@ pub fn parked_table_ddl() -> String {
 /// [`TENANT_SETTING`] (and the shared `common` rows where the model lets every tenant read them).
 pub const READER_ROLE: &str = "cqrs_reader";
 
+/// The database user of the service's own routes (`[routes.<name>]` of model.toml that read
+/// `sql`): a login user without a password, which signs in with an IAM authentication token through
+/// RDS Proxy (over TLS, `cqrs_sql::connect`, feature `connect`), and may do one thing: `SET ROLE`
+/// [`READER_ROLE`] ([`crate::read::as_tenant`]), so that it reads a tenant's rows and nothing else.
+/// Without the role it reads no table (on PostgreSQL 16+ its grant has `INHERIT FALSE`; on 15 the
+/// user is `NOINHERIT`); it writes nothing, and never reads sql-sync's own tables. The schema's DDL
+/// makes it ([`routes_user_ddl`], in [`access_ddl`]).
+///
+/// ```
+/// assert_eq!(cqrs_sql::schema::ROUTES_USER, "cqrs_routes");
+/// assert!(cqrs_sql::schema::routes_user_ddl().contains(r#"CREATE ROLE "cqrs_routes" LOGIN NOINHERIT"#));
+/// ```
+pub const ROUTES_USER: &str = "cqrs_routes";
+
+/// RDS's role of IAM database authentication: a member of it signs in with an IAM token (and only
+/// so: its password no longer works). It exists on RDS and Aurora only; [`routes_user_ddl`] grants
+/// it where it exists.
+pub const RDS_IAM_ROLE: &str = "rds_iam";
+
 /// The session setting that names the reader's tenant (`SET cqrs.tenant = 't1'`, or `set_config`).
 pub const TENANT_SETTING: &str = "cqrs.tenant";
 
@@ -376,8 +395,116 @@ fn generic_columns() -> Vec<Column> {
 fn reader_role() -> String {
     format!(
         "DO $$ BEGIN\n  CREATE ROLE {role} NOLOGIN;\nEXCEPTION WHEN duplicate_object THEN NULL;\nEND $$;\n{}",
-        reader_grant_ddl(),
+        access_ddl(),
         role = ident(READER_ROLE)
+    )
+}
+
+/// The roles' DDL that follows `CREATE ROLE cqrs_reader` in the schema's first migration
+/// ([`Schema::ddl`]), and that sql-sync runs again at every cold start, after the migrations, so
+/// that a database migrated by an earlier release gets it too: [`reader_grant_ddl`], then
+/// [`routes_user_ddl`]. Safe to run again and from several sessions at once; where everything is
+/// there already it only reads the catalog.
+///
+/// ```
+/// let ddl = cqrs_sql::schema::access_ddl();
+/// assert!(ddl.starts_with(&cqrs_sql::schema::reader_grant_ddl()));
+/// assert!(ddl.ends_with(&cqrs_sql::schema::routes_user_ddl()));
+/// ```
+pub fn access_ddl() -> String {
+    format!("{}{}", reader_grant_ddl(), routes_user_ddl())
+}
+
+/// The DDL of [`ROUTES_USER`], run by the user that runs the migrations (on Aurora the master user,
+/// `CREATEROLE`, not a superuser):
+///
+/// - `CREATE ROLE cqrs_routes LOGIN NOINHERIT` when it does not exist: no password (it signs in
+///   with IAM through RDS Proxy), no other attribute;
+/// - [`READER_ROLE`] granted to it so that it may `SET ROLE` it and nothing more: on PostgreSQL 16+
+///   `WITH INHERIT FALSE, SET TRUE` (16+ syntax, hence the branch on `server_version_num`); on 15
+///   a plain membership, which lets a member `SET ROLE` and whose privileges a member uses without
+///   it only when it is `INHERIT`: hence `NOINHERIT`, without which it would read the tables (as
+///   the reader role, row-level security applying) without `SET ROLE`;
+/// - where the role [`RDS_IAM_ROLE`] exists (RDS, Aurora: checked in `pg_roles`), it granted
+///   directly to `cqrs_routes` and to the migrating user (`CURRENT_USER`), so that both sign in
+///   with IAM (RDS Proxy's end-to-end IAM authentication signs in to the database as them). On
+///   16+ `WITH INHERIT TRUE`, as `GRANT rds_iam` gives a default user; RDS's sign-in checks
+///   membership, which `NOINHERIT` does not change on 15. Such a user's password no longer
+///   works. Nothing is done where the role does not exist (a local cluster).
+///
+/// Safe to run again (only catalog reads where all is there) and from several sessions at once
+/// (sql-sync runs it at every cold start, outside the migration lock: a session that meets
+/// another's `CREATE ROLE` or `GRANT` of the same moment goes on). A user that may not create the
+/// role or grant a role gets a warning, not an error (then `cqrs_routes` cannot sign in or read,
+/// naming what is missing, until someone who may runs it).
+///
+/// ```
+/// let ddl = cqrs_sql::schema::routes_user_ddl();
+/// assert!(ddl.contains("server_version_num"));
+/// assert!(ddl.contains(r#"GRANT "cqrs_reader" TO "cqrs_routes" WITH INHERIT FALSE, SET TRUE"#));
+/// assert!(ddl.contains("rolname = 'rds_iam'"));
+/// ```
+pub fn routes_user_ddl() -> String {
+    let user = ident(ROUTES_USER);
+    let warning = "RAISE WARNING '%: % (a superuser or the role''s administrator must do it)', \
+                   current_user, SQLERRM;";
+    format!(
+        "DO $$\nDECLARE\n  modern boolean := current_setting('server_version_num')::int >= 160000;\n  \
+         grantee name;\n\
+         BEGIN\n  \
+         -- The routes' login user: no password (IAM), no attribute but LOGIN.\n  \
+         IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {name}) THEN\n    \
+         BEGIN\n      \
+         CREATE ROLE {user} LOGIN NOINHERIT;\n    \
+         EXCEPTION\n      \
+         WHEN duplicate_object OR unique_violation THEN NULL; -- made by another session just now\n      \
+         WHEN insufficient_privilege THEN {warning}\n    \
+         END;\n  \
+         END IF;\n  \
+         IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {name}) THEN\n    \
+         RETURN;\n  \
+         END IF;\n  \
+         -- The reader role: SET ROLE only.\n  \
+         IF EXISTS (SELECT FROM pg_roles WHERE rolname = {reader})\n     \
+         AND NOT pg_has_role({name}, {reader}, CASE WHEN modern THEN 'SET' ELSE 'MEMBER' END) THEN\n    \
+         BEGIN\n      \
+         IF modern THEN\n        \
+         EXECUTE {reader_modern};\n      \
+         ELSE\n        \
+         EXECUTE {reader_old};\n      \
+         END IF;\n    \
+         EXCEPTION\n      \
+         WHEN unique_violation THEN NULL; -- granted by another session just now\n      \
+         WHEN insufficient_privilege THEN {warning}\n    \
+         END;\n  \
+         END IF;\n  \
+         -- IAM sign-in, on RDS: both users, directly.\n  \
+         IF EXISTS (SELECT FROM pg_roles WHERE rolname = {iam}) THEN\n    \
+         FOREACH grantee IN ARRAY ARRAY[{name}, current_user]::name[] LOOP\n      \
+         IF NOT EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid \
+         JOIN pg_roles u ON u.oid = m.member WHERE r.rolname = {iam} AND u.rolname = grantee) THEN\n        \
+         BEGIN\n          \
+         IF modern THEN\n            \
+         EXECUTE format('GRANT %I TO %I WITH INHERIT TRUE', {iam}, grantee);\n          \
+         ELSE\n            \
+         EXECUTE format('GRANT %I TO %I', {iam}, grantee);\n          \
+         END IF;\n        \
+         EXCEPTION\n          \
+         WHEN unique_violation THEN NULL; -- granted by another session just now\n          \
+         WHEN insufficient_privilege THEN {warning}\n        \
+         END;\n      \
+         END IF;\n    \
+         END LOOP;\n  \
+         END IF;\n\
+         END $$;\n",
+        name = literal(ROUTES_USER),
+        reader = literal(READER_ROLE),
+        iam = literal(RDS_IAM_ROLE),
+        reader_modern = literal(&format!(
+            "GRANT {} TO {user} WITH INHERIT FALSE, SET TRUE",
+            ident(READER_ROLE)
+        )),
+        reader_old = literal(&format!("GRANT {} TO {user}", ident(READER_ROLE))),
     )
 }
 
