@@ -569,7 +569,7 @@ impl Model {
     /// The service's own route functions (`[routes.<function>]`), by name.
     ///
     /// ```
-    /// assert!(cqrs_model::Model::example().routes().is_empty());
+    /// assert_eq!(cqrs_model::Model::example().routes()[0].name, "order-summary");
     /// ```
     pub fn routes(&self) -> &[crate::routes::RouteFunction] {
         &self.routes

@@ -9,7 +9,7 @@
 //! ```toml
 //! [routes.task-report]
 //! description = "The service's reports, from the relational read model"
-//! reads = ["sql"]                 # what its role may reach: "data", "history", "sql"
+//! reads = ["sql"]                 # what its role may reach: "data", "history", "counters", "sql"
 //!
 //! [routes.task-report.operations.taskReport]
 //! method = "GET"
@@ -73,6 +73,10 @@ pub enum Access {
     Data,
     /// The history table: `GetItem`, `Query`.
     History,
+    /// The framework's counters (`COUNTER#` items of the idempotency table, what
+    /// `cqrs_store::Store::counter` reads and a hook's counter guard keeps): `GetItem` on those
+    /// keys alone.
+    Counters,
     /// The relational read model, through RDS Proxy as the routes' database user (IAM
     /// authentication and TLS, from the read model's VPC).
     Sql,
@@ -80,7 +84,7 @@ pub enum Access {
 
 impl Access {
     /// Every kind of access, in the order the model file names them.
-    pub const ALL: [Access; 3] = [Access::Data, Access::History, Access::Sql];
+    pub const ALL: [Access; 4] = [Access::Data, Access::History, Access::Counters, Access::Sql];
 
     /// `"data"`, `"history"` or `"sql"`.
     pub fn parse(text: &str) -> Option<Access> {
@@ -92,6 +96,7 @@ impl Access {
         match self {
             Access::Data => "data",
             Access::History => "history",
+            Access::Counters => "counters",
             Access::Sql => "sql",
         }
     }
@@ -243,7 +248,7 @@ pub(crate) fn build(
                     place.clone(),
                     format!("routes.{name}.reads"),
                     format!(
-                        "`{text}` is not something a route reads: use \"data\", \"history\" or \"sql\""
+                        "`{text}` is not something a route reads: use \"data\", \"history\", \"counters\" or \"sql\""
                     ),
                 ),
             }
@@ -453,7 +458,7 @@ mod tests {
 
     #[test]
     fn a_model_without_routes_declares_none() {
-        assert!(Model::example().routes().is_empty());
+        assert!(Model::parse("").unwrap().routes().is_empty());
     }
 
     #[test]

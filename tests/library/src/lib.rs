@@ -3,6 +3,7 @@
 
 use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
 use cqrs_problem::ApiError;
+use cqrs_routes::{Caller, Json, Path, Problem, Store};
 
 /// The library's model (`model.toml`), compiled in.
 pub const MODEL: &str = include_str!("../model.toml");
@@ -89,45 +90,23 @@ impl CommandHook for MemberRules {
     }
 }
 
-/// The library's own route, `GET /members/{memberId}/loans`: how many loans a member of the caller's
-/// tenant holds out, `{"memberId": "m1", "loansOut": 2}`. It is a binary of the service's own
-/// (`src/bin/member-loans.rs`) beside the framework's, and shares their caller (JWT claims, or local
-/// headers), tenant and problem documents: a caller that cannot be established is a 401, another
-/// path a 404, as the framework answers them.
+/// The library's own route, `GET /members/{memberId}/loans` (operation `memberLoans` of the route
+/// function `member-loans`, declared in `model.toml`): how many loans a member of the caller's
+/// tenant holds out, `{"memberId": "m1", "loansOut": 2}`, the counter the loan rules keep. It is a
+/// binary of the service's own (`src/bin/member-loans.rs`) beside the framework's, and shares their
+/// caller (JWT claims, or local headers), tenant and problem documents: a caller that cannot be
+/// established is a 401, another path a 404, as the framework answers them.
 pub async fn member_loans(
-    store: &cqrs_store::Store,
-    mode: cqrs_caller::CallerMode,
-    request: lambda_http::Request,
-) -> lambda_http::Response<lambda_http::Body> {
-    let request_id = cqrs_caller::request_id(&request);
-    match member_loans_answer(store, mode, &request).await {
-        Ok(body) => lambda_http::Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(lambda_http::Body::Text(body.to_string()))
-            .unwrap_or_default(),
-        Err(error) => error.into_response(&request_id),
-    }
-}
-
-async fn member_loans_answer(
-    store: &cqrs_store::Store,
-    mode: cqrs_caller::CallerMode,
-    request: &lambda_http::Request,
-) -> Result<serde_json::Value, ApiError> {
-    let path = cqrs_caller::request_path(request);
-    let member = path
-        .strip_prefix("/members/")
-        .and_then(|rest| rest.strip_suffix("/loans"))
-        .filter(|m| !m.is_empty() && !m.contains('/'))
-        .ok_or_else(|| {
-            ApiError::NotFound(format!("no route {path}: use /members/{{memberId}}/loans"))
-        })?;
-    let caller = cqrs_caller::Caller::from_request(request, mode)?;
+    caller: Caller,
+    store: Store,
+    Path(member): Path<String>,
+) -> Result<Json<serde_json::Value>, Problem> {
     let loans = store
-        .counter(&caller.tenant_code, &loans_out(member))
+        .counter(&caller.tenant_code, &loans_out(&member))
         .await?;
-    Ok(serde_json::json!({"memberId": member, "loansOut": loans}))
+    Ok(Json(
+        serde_json::json!({"memberId": member, "loansOut": loans}),
+    ))
 }
 
 /// One loan version as the library's feed tells it.
