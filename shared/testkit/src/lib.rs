@@ -27,6 +27,8 @@
 //! - [`tables`]: create a [`template::TableSpec`] with the SDK, wait for
 //!   `ACTIVE`, read streams.
 //! - [`fixtures`]: [`TestTables`] and [`fresh_tables`].
+//! - [`own_routes`]: what a service's own route functions deploy, on the transformed template.
+//! - [`routers`]: `template.yaml`'s HTTP API routes and the `cargo lambda watch` router agree.
 //! - [`round_trips`]: a client that records every DynamoDB call, and the sequential round trips
 //!   they took.
 
@@ -35,7 +37,9 @@ pub mod endpoint;
 pub mod fixtures;
 pub mod http_event;
 pub mod local_quirks;
+pub mod own_routes;
 pub mod round_trips;
+pub mod routers;
 pub mod stream_event;
 pub mod tables;
 pub mod template;

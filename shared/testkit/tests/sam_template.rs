@@ -411,11 +411,15 @@ fn check_functions(t: &Value) -> Problems {
         .into_iter()
         .map(|(id, _)| id)
         .collect();
-    let expected: BTreeSet<&str> = FUNCTIONS
+    // The framework's, and one per route function the service's model declares.
+    let own = own_functions();
+    let all: Vec<(String, String)> = FUNCTIONS
         .iter()
         .chain([&SQL_SYNC])
-        .map(|(id, _)| *id)
+        .map(|(id, binary)| ((*id).to_owned(), (*binary).to_owned()))
+        .chain(own.iter().map(|f| (f.id.clone(), f.binary.clone())))
         .collect();
+    let expected: BTreeSet<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
     if ids != expected {
         problems.push(format!("functions: expected {expected:?}, got {ids:?}"));
     }
@@ -423,7 +427,8 @@ fn check_functions(t: &Value) -> Problems {
     if !raw_lambdas.is_empty() {
         problems.push(format!("unexpected AWS::Lambda::Function: {raw_lambdas:?}"));
     }
-    for (id, binary) in FUNCTIONS.into_iter().chain([SQL_SYNC]) {
+    for (id, binary) in &all {
+        let (id, binary) = (id.as_str(), binary.as_str());
         let Some(res) = resource(t, id) else {
             problems.push(format!("{id}: missing"));
             continue;
@@ -516,6 +521,123 @@ fn check_functions(t: &Value) -> Problems {
                 source.display(),
                 manifest.display()
             ));
+        }
+    }
+    problems
+}
+
+/// One of the service's own route functions (`[routes.<name>]` of the model.toml beside the
+/// template), as `cqrs template` writes it.
+struct OwnFunction {
+    id: String,
+    role: String,
+    binary: String,
+    routes: BTreeSet<(String, String)>,
+}
+
+/// The route functions the service's model declares (none without a model.toml).
+fn own_functions() -> Vec<OwnFunction> {
+    let Some(dir) = service_template()
+        .parent()
+        .map(std::path::Path::to_path_buf)
+    else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(dir.join("model.toml")) else {
+        return Vec::new();
+    };
+    let model = cqrs_model::Model::parse(&text).expect("model.toml checks");
+    model
+        .routes()
+        .iter()
+        .map(|r| {
+            let base = cqrs_testkit::own_routes::pascal(&r.name);
+            OwnFunction {
+                id: format!("{base}Function"),
+                role: format!("{base}Role"),
+                binary: r.name.clone(),
+                routes: r
+                    .operations
+                    .iter()
+                    .map(|op| (op.method.clone(), op.path.clone()))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Each route function of the model serves exactly its declared operations, each an HttpApi
+/// event of the one API (payload 2.0), behind the JWT authorizer (none overrides the default),
+/// and runs with its own role, an `AWS::IAM::Role` of the template (what that role holds is
+/// checked on the transformed template, `sam_transformed.rs`).
+fn check_own_routes(t: &Value) -> Problems {
+    check_own_routes_of(t, &own_functions())
+}
+
+fn check_own_routes_of(t: &Value, own: &[OwnFunction]) -> Problems {
+    let mut problems = Problems::new();
+    for f in own {
+        let id = f.id.as_str();
+        let mut served = BTreeSet::new();
+        for (name, event) in events(t, id) {
+            let at = format!("{id}.Events.{name}");
+            let ty = get(&event, &["Type"]).map(canon).unwrap_or_default();
+            if ty != "HttpApi" {
+                problems.push(format!("{at}: expected an HttpApi event, got {ty:?}"));
+                continue;
+            }
+            let props = get(&event, &["Properties"]).cloned().unwrap_or(Value::Null);
+            for unknown in unknown_properties(&props, HTTP_API_EVENT_PROPERTIES) {
+                problems.push(format!("{at}: unknown HttpApi event property {unknown:?}"));
+            }
+            expect_eq(
+                &mut problems,
+                &format!("{at}.ApiId"),
+                get(&props, &["ApiId"]),
+                "${HttpApi}",
+            );
+            expect_eq(
+                &mut problems,
+                &format!("{at}.PayloadFormatVersion"),
+                get(&props, &["PayloadFormatVersion"]),
+                "2.0",
+            );
+            if let Some(authorizer) = get(&props, &["Auth", "Authorizer"]).map(canon)
+                && authorizer != "JwtAuthorizer"
+            {
+                problems.push(format!(
+                    "{at}: authorizer must be JwtAuthorizer, got {authorizer:?}"
+                ));
+            }
+            let method = get(&props, &["Method"]).map(canon).unwrap_or_default();
+            let path = get(&props, &["Path"]).map(canon).unwrap_or_default();
+            served.insert((method.to_uppercase(), path));
+        }
+        if served != f.routes {
+            problems.push(format!(
+                "{id}: routes expected {:?} (model.toml), got {served:?}",
+                f.routes
+            ));
+        }
+        let p = effective(t, id);
+        expect_eq(
+            &mut problems,
+            &format!("{id}.Role"),
+            get(&p, &["Role"]),
+            &format!("${{{}.Arn}}", f.role),
+        );
+        if get(&p, &["Policies"]).is_some() {
+            problems.push(format!(
+                "{id}.Policies: put them in {} (SAM ignores Policies next to a Role)",
+                f.role
+            ));
+        }
+        if resource(t, &f.role)
+            .and_then(|r| get(r, &["Type"]))
+            .and_then(Value::as_str)
+            != Some("AWS::IAM::Role")
+        {
+            problems.push(format!("{}: missing, or not an AWS::IAM::Role", f.role));
         }
     }
     problems
@@ -1625,4 +1747,87 @@ fn merge_follows_sam_globals() {
         &yaml("{A: 2, M: {y: 2}, L: [2]}"),
     );
     assert_eq!(merged, yaml("{A: 2, M: {x: 1, y: 2}, L: [1, 2]}"));
+}
+
+#[test]
+fn own_routes_are_the_models_behind_the_jwt_authorizer_with_their_own_roles() {
+    assert_ok(check_own_routes, &workspace());
+}
+
+#[test]
+fn own_routes_check_fails() {
+    let own = [OwnFunction {
+        id: "ReportsFunction".into(),
+        role: "ReportsRole".into(),
+        binary: "reports".into(),
+        routes: [("GET".to_string(), "/reports".to_string())].into(),
+    }];
+    let good = yaml(
+        "{Resources: {ReportsRole: {Type: AWS::IAM::Role}, ReportsFunction: {Type: AWS::Serverless::Function, Properties: {Role: !GetAtt ReportsRole.Arn, Events: {Get: {Type: HttpApi, Properties: {ApiId: !Ref HttpApi, Method: GET, Path: /reports, PayloadFormatVersion: '2.0'}}}}}}}",
+    );
+    assert!(
+        check_own_routes_of(&good, &own).is_empty(),
+        "{:?}",
+        check_own_routes_of(&good, &own)
+    );
+    let failing = |t: &Value, needle: &str| {
+        let problems = check_own_routes_of(t, &own);
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "{needle:?} not in {problems:#?}"
+        );
+    };
+    // No authorizer on the route.
+    let mut t = good.clone();
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            "ReportsFunction",
+            "Properties",
+            "Events",
+            "Get",
+            "Properties",
+            "Auth",
+            "Authorizer",
+        ],
+    ) = yaml("NONE");
+    failing(&t, "authorizer must be JwtAuthorizer");
+    // A route the model does not declare.
+    let mut t = good.clone();
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            "ReportsFunction",
+            "Properties",
+            "Events",
+            "Get",
+            "Properties",
+            "Path",
+        ],
+    ) = yaml("/other");
+    failing(&t, "routes expected");
+    // SAM's generated role instead of its own.
+    let mut t = good.clone();
+    if let Value::Mapping(p) = at(&mut t, &["Resources", "ReportsFunction", "Properties"]) {
+        p.remove("Role");
+        p.insert(yaml("Policies"), yaml("[AWSLambdaBasicExecutionRole]"));
+    }
+    failing(&t, "ReportsFunction.Role");
+    // Another API.
+    let mut t = good;
+    *at(
+        &mut t,
+        &[
+            "Resources",
+            "ReportsFunction",
+            "Properties",
+            "Events",
+            "Get",
+            "Properties",
+            "ApiId",
+        ],
+    ) = yaml("!Ref OtherApi");
+    failing(&t, "ApiId");
 }

@@ -326,9 +326,15 @@ fn check_stream_reader(role_id: &str, role: &Value, table: &str) -> Problems {
 fn check_no_local_caller_mode(t: &Value) -> Problems {
     let mut problems = Problems::new();
     let functions = of_type(t, "AWS::Lambda::Function");
-    if functions.len() != 4 {
+    // The framework's four, and one per route function of the model.
+    let own = std::fs::read_to_string(Path::new(ROOT).join("model.toml"))
+        .ok()
+        .and_then(|text| cqrs_model::Model::parse(&text).ok())
+        .map_or(0, |model| model.routes().len());
+    if functions.len() != 4 + own {
         problems.push(format!(
-            "expected the 4 functions, got {:?}",
+            "expected the {} functions, got {:?}",
+            4 + own,
             functions.iter().map(|(id, _)| id).collect::<Vec<_>>()
         ));
     }
@@ -466,8 +472,8 @@ fn check_alarms(t: &Value) -> Problems {
 const SQL_CONDITIONS: [&str; 3] = ["SqlOn", "SqlAurora", "SqlExisting"];
 
 /// The relational read model: off by default; when on, sql-sync's role holds exactly what it
-/// uses, the proxy's role reads only the database's secret, the proxy takes IAM tokens over TLS
-/// only, sql-sync is given no password, its mapping reports partial failures, bisects and parks
+/// uses, the proxy takes IAM tokens over TLS only and signs in with IAM (its role: sql_auth.rs),
+/// sql-sync is given no password, its mapping reports partial failures, bisects and parks
 /// on a queue, and no security group of the template opens to the world.
 fn check_sql_read_model(t: &Value) -> Problems {
     let mut problems = Problems::new();
@@ -571,16 +577,7 @@ fn check_sql_read_model(t: &Value) -> Problems {
         }
     }
 
-    // The proxy's role reads the database's secret, nothing else.
-    let proxy_role = &t["Resources"]["SqlProxyRole"];
-    let (grants, managed) = role_grants(proxy_role);
-    let secret = canon(&json!({"Fn::If": ["SqlAurora",
-        {"Fn::GetAtt": ["SqlCluster", "MasterUserSecret.SecretArn"]}, {"Ref": "SqlExistingSecretArn"}]}));
-    if grants != [("secretsmanager:GetSecretValue".to_string(), secret)] || !managed.is_empty() {
-        problems.push(format!(
-            "SqlProxyRole: expected secretsmanager:GetSecretValue on the database's secret alone, got {grants:?} {managed:?}"
-        ));
-    }
+    // The proxy's role and how it signs in (IAM end to end, no secret): sql_auth.rs.
     if canon(&t["Resources"]["SqlProxy"]["Properties"]["RoleArn"]) != "${SqlProxyRole.Arn}" {
         problems.push("SqlProxy: not run with SqlProxyRole".into());
     }
@@ -590,10 +587,11 @@ fn check_sql_read_model(t: &Value) -> Problems {
     if proxy["RequireTLS"] != true {
         problems.push(format!("SqlProxy.RequireTLS: {}", proxy["RequireTLS"]));
     }
-    for auth in list(&proxy["Auth"]) {
-        if auth["IAMAuth"] != "REQUIRED" {
-            problems.push(format!("SqlProxy.Auth.IAMAuth: {}", auth["IAMAuth"]));
-        }
+    if proxy["DefaultAuthScheme"] != "IAM_AUTH" {
+        problems.push(format!(
+            "SqlProxy.DefaultAuthScheme: {}",
+            proxy["DefaultAuthScheme"]
+        ));
     }
 
     // sql-sync: no password, the proxy's endpoint, in the VPC.
@@ -833,11 +831,11 @@ fn the_relational_read_model_is_off_by_default_and_least_privileged_when_on() {
     assert_fails(check_sql_read_model(&plain), "SqlProxy.RequireTLS");
 
     let mut passwords = t.clone();
-    passwords["Resources"]["SqlProxy"]["Properties"]["Auth"][0]["IAMAuth"] = json!("DISABLED");
+    passwords["Resources"]["SqlProxy"]["Properties"]["DefaultAuthScheme"] = json!("NONE");
     passwords["Resources"]["SqlSyncFunction"]["Properties"]["Environment"]["Variables"]["SQL_PASSWORD"] =
         json!("hunter2");
     let problems = check_sql_read_model(&passwords);
-    assert_fails(problems.clone(), "SqlProxy.Auth.IAMAuth");
+    assert_fails(problems.clone(), "SqlProxy.DefaultAuthScheme");
     assert_fails(problems, "SQL_PASSWORD in its environment");
 
     let unbisected = transformed_edit(&python, |text| {
@@ -911,4 +909,46 @@ fn without_the_venv_the_tests_fail_unless_told_to_skip() {
         "a present .venv is used, whatever the variable says"
     );
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The service's own route functions (model.toml `[routes]`): each operation is a route of the
+/// HTTP API behind the JWT authorizer into its own function, whose role holds exactly what it
+/// reads (its log group, X-Ray, the tables it reads without a write, its database user's
+/// `rds-db:connect` only when SqlOn, no secret), with a log group and an errors alarm
+/// (`cqrs_testkit::own_routes`; `tools/cli/tests/template.rs` runs it on a template with every
+/// kind of read, and mutates it).
+#[test]
+fn own_routes_are_behind_the_jwt_authorizer_with_least_privilege_roles() {
+    let Some(python) = python() else { return };
+    let text = std::fs::read_to_string(Path::new(ROOT).join("model.toml")).expect("model.toml");
+    let model = cqrs_model::Model::parse(&text).expect("model.toml checks");
+    let routes: Vec<cqrs_testkit::own_routes::OwnRoute> = model
+        .routes()
+        .iter()
+        .map(|r| cqrs_testkit::own_routes::OwnRoute {
+            name: r.name.clone(),
+            reads: r.reads.iter().map(|a| a.as_str().to_string()).collect(),
+            routes: r
+                .operations
+                .iter()
+                .map(|op| (op.method.clone(), op.path.clone()))
+                .collect(),
+        })
+        .collect();
+    let t = transformed(&python);
+    assert_ok(cqrs_testkit::own_routes::problems(&t, &routes));
+    // A write grant on the data table is found.
+    if let Some(route) = routes.iter().find(|r| r.reads.iter().any(|a| a == "data")) {
+        let t = transformed_edit(&python, |text| {
+            text.replacen(
+                "                  - dynamodb:BatchGetItem\n                Resource: !GetAtt DataTable.Arn\n              - Sid: DataTableIndexes",
+                "                  - dynamodb:BatchGetItem\n                  - dynamodb:PutItem\n                Resource: !GetAtt DataTable.Arn\n              - Sid: DataTableIndexes",
+                1,
+            )
+        });
+        assert_fails(
+            cqrs_testkit::own_routes::problems(&t, std::slice::from_ref(route)),
+            "dynamodb:PutItem",
+        );
+    }
 }

@@ -2,7 +2,9 @@
 //! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them; `cqrs model openapi`
 //! prints the HTTP API's OpenAPI document for the model ([`openapi`]); `cqrs model sam` the SAM
-//! template of a service with the model, and `cqrs new` a new service ([`new`]).
+//! template of a service with the model, and `cqrs new` a new service ([`new`]). `cqrs template`
+//! writes a service's `template.yaml` (the framework's, its own routes, its own part) and its
+//! local router, or checks them ([`template`]).
 //!
 //! `cqrs model lint` lints the key design; `cqrs report` reports partition heat and skew from the
 //! tables; `cqrs rebuild`, `cqrs verify`, `cqrs redrive`, `cqrs heads` and `cqrs change-log`
@@ -29,6 +31,7 @@ mod openapi;
 mod ops;
 mod report;
 mod sql;
+mod template;
 
 /// Operate a cqrs-dynamo deployment: its entity model first.
 #[derive(Parser)]
@@ -64,6 +67,12 @@ enum Command {
     /// The entity model (model.toml).
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Write the service's template.yaml from model.toml (its indexes and `[routes]`), the
+    /// framework's template and template.own.yaml (the service's own Parameters, Conditions,
+    /// Resources, Outputs and Rules), and the cargo lambda watch router of its Cargo.toml (the
+    /// framework's routes and the declared ones). With --check: write nothing, exit 1 naming
+    /// what drifted.
+    Template(template::TemplateArgs),
     /// The service's local stack, run in its folder: DynamoDB Local with streams, the tables of
     /// template.yaml, the functions under cargo lambda watch on 127.0.0.1, the command table's
     /// stream feeding data-sync. `run` (the default) follows the logs until Ctrl-C; `up`, `down`
@@ -133,7 +142,8 @@ enum ModelCommand {
         file: PathBuf,
     },
     /// Print the SAM template of a service with this model: the framework's template, its data
-    /// table's GSIs the model's (`cqrs model sam --prefix NAME > template.yaml`).
+    /// table's GSIs the model's, a function per `[routes.<name>]`; without the service's own part
+    /// (template.own.yaml): `cqrs template` writes the whole template.yaml.
     Sam {
         /// The model file.
         #[arg(long, default_value = "model.toml")]
@@ -251,10 +261,24 @@ fn main() -> ExitCode {
                 return ops::fail("model sam", e);
             }
             match load(&file) {
-                Ok(Ok(model)) => {
-                    print!("{}", new::sam_template(&model, &prefix));
-                    ExitCode::SUCCESS
-                }
+                // The framework's template and the model's route functions, without the
+                // service's own part (`cqrs template` writes the whole file).
+                Ok(Ok(model)) => match template::render(&model, &prefix, None) {
+                    Ok(rendered) => {
+                        print!(
+                            "{}",
+                            rendered
+                                .text
+                                .strip_prefix(template::HEADER)
+                                .unwrap_or(&rendered.text)
+                        );
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("{}: {e}", file.display());
+                        ExitCode::from(1)
+                    }
+                },
                 Ok(Err(errors)) => {
                     eprintln!("{}: {errors}", file.display());
                     ExitCode::from(1)
@@ -303,6 +327,7 @@ fn main() -> ExitCode {
                 Err(e) => ops::fail("new", e),
             }
         }
+        Command::Template(args) => template::run(args),
         Command::Dev(args) => block_on(dev::run(args)),
         Command::DynamodbLocal(args) => dev::run_dynamodb_local(args),
         Command::Rebuild(args) => block_on(ops::rebuild::run(args)),

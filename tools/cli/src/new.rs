@@ -15,7 +15,10 @@
 //!
 //! The SAM template is the framework's own: this repository's `template.yaml` is what [`sam_template`]
 //! renders for its model (a test holds them equal), so a generated service deploys exactly what the
-//! example deploys, with its own tables' GSIs.
+//! example deploys, with its own tables' GSIs. A new service's `template.yaml` and its `cargo lambda
+//! watch` router are what `cqrs template` writes ([`crate::template`]): the framework's template, a
+//! function per `[routes.<name>]` of its model, and its own part, `template.own.yaml` (written here
+//! with comments only).
 
 use std::path::{Path, PathBuf};
 
@@ -40,9 +43,10 @@ const MODEL_TEST: &str = include_str!("new/service/tests/model.rs");
 const REPORT_TEST: &str = include_str!("new/service/tests/report.rs");
 const CREATE_EVENT: &str = include_str!("new/service/events/command-handler/create-task.json");
 const QUERY_EVENT: &str = include_str!("new/service/events/query-handler/tasks-of-owner.json");
+const TEMPLATE_OWN: &str = include_str!("new/service/template.own.yaml");
 
 /// The framework crates a service depends on, and where each lives in the framework's repository.
-pub(crate) const CRATES: [(&str, &str); 11] = [
+pub(crate) const CRATES: [(&str, &str); 12] = [
     ("cqrs-command-handler", "functions/command-handler"),
     ("cqrs-data-sync", "functions/data-sync"),
     ("cqrs-query-handler", "functions/query-handler"),
@@ -54,6 +58,7 @@ pub(crate) const CRATES: [(&str, &str); 11] = [
     ("cqrs-caller", "shared/caller"),
     ("cqrs-sql", "shared/sql"),
     ("cqrs-sql-sync", "functions/sql-sync"),
+    ("cqrs-routes", "shared/routes"),
 ];
 
 /// Where the service takes the framework's crates from.
@@ -331,10 +336,14 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         }
         out
     };
+    // template.yaml and the router are what `cqrs template` writes for the starter.
+    let template = crate::template::render(&model, name, Some(TEMPLATE_OWN))?.text;
+    let manifest = crate::template::replace_router_of(&fill(CARGO_TOML), &model)?;
     let files = [
-        ("Cargo.toml", fill(CARGO_TOML)),
+        ("Cargo.toml", manifest),
         ("model.toml", MODEL_TOML.to_string()),
-        ("template.yaml", sam_template(&model, name)),
+        ("template.yaml", template),
+        ("template.own.yaml", TEMPLATE_OWN.to_string()),
         ("README.md", fill(README)),
         ("Makefile", fill(MAKEFILE)),
         (".gitignore", GITIGNORE.to_string()),

@@ -17,6 +17,10 @@
 //! `format: decimal`, so that a client parses them without losing digits (JavaScript's
 //! `JSON.parse` keeps about 16).
 //!
+//! - per operation of the service's own routes (`[routes.<function>]`): its path and method, its
+//!   `operationId`, words, path and query parameters, its 200 body's schema and the problem
+//!   documents it answers (`application/problem+json`, as the framework's operations).
+//!
 //! The output is deterministic (the model's order, then the base's), so `openapi.yaml` can be
 //! committed and compared; `tools/cli/tests/openapi.rs` fails on drift.
 
@@ -93,10 +97,104 @@ pub fn document(model: &Model) -> Result<String, String> {
             new_paths.insert(path, op);
         }
     }
+    // The service's own routes ([routes.<function>]), after the framework's.
+    for route in model.routes() {
+        for op in &route.operations {
+            let item = new_paths
+                .entry(s(&op.path))
+                .or_insert_with(|| Value::Mapping(Mapping::new()));
+            if let Value::Mapping(item) = item {
+                item.insert(s(&op.method.to_lowercase()), route_operation(route, op)?);
+            }
+        }
+    }
     *paths = new_paths;
 
     let yaml = serde_yaml::to_string(&doc).map_err(|e| e.to_string())?;
     Ok(format!("{HEADER}{yaml}"))
+}
+
+/// A JSON Schema of the model (written in TOML) as a YAML value.
+fn json_schema(schema: &serde_json::Value) -> Result<Value, String> {
+    serde_yaml::to_value(schema).map_err(|e| e.to_string())
+}
+
+/// One of the service's own operations: its id, words, path parameters (strings), query
+/// parameters with their schemas (`{}`: any string) and required flags, the local caller's
+/// headers as every operation has them, its 200 (the declared schema, else any JSON object) and
+/// the problem documents it answers. The security is the document's (the JWT authorizer).
+fn route_operation(
+    route: &cqrs_model::RouteFunction,
+    op: &cqrs_model::Operation,
+) -> Result<Value, String> {
+    let mut m = Mapping::new();
+    m.insert(s("operationId"), s(&op.id));
+    if let Some(summary) = &op.summary {
+        m.insert(s("summary"), s(summary));
+    }
+    let served = format!(
+        "Served by the service's own function `{}` (model.toml `[routes.{}]`).",
+        route.name, route.name
+    );
+    let description = match &op.description {
+        Some(text) => format!("{}\n\n{served}", text.trim_end()),
+        None => served,
+    };
+    m.insert(s("description"), s(&description));
+    let mut parameters = Vec::new();
+    for name in op.path_parameters() {
+        parameters.push(map([
+            ("name", s(name)),
+            ("in", s("path")),
+            ("required", Value::Bool(true)),
+            ("schema", map([("type", s("string"))])),
+        ]));
+    }
+    for (name, schema) in &op.query {
+        let schema = match schema {
+            serde_json::Value::Object(o) if o.is_empty() => map([("type", s("string"))]),
+            other => json_schema(other)?,
+        };
+        parameters.push(map([
+            ("name", s(name)),
+            ("in", s("query")),
+            ("required", Value::Bool(op.required_query.contains(name))),
+            ("schema", schema),
+        ]));
+    }
+    for header in ["TenantHeader", "UserHeader", "RolesHeader"] {
+        parameters.push(map([(
+            "$ref",
+            s(&format!("#/components/parameters/{header}")),
+        )]));
+    }
+    m.insert(s("parameters"), Value::Sequence(parameters));
+    let body = match &op.response {
+        Some(schema) => json_schema(schema)?,
+        None => map([
+            ("type", s("object")),
+            ("additionalProperties", Value::Bool(true)),
+        ]),
+    };
+    let mut responses = Mapping::new();
+    responses.insert(
+        s("200"),
+        map([
+            ("description", s("the answer")),
+            (
+                "content",
+                map([("application/json", map([("schema", body)]))]),
+            ),
+        ]),
+    );
+    for status in &op.problems {
+        responses.insert(
+            s(&status.to_string()),
+            map([("$ref", s("#/components/responses/Problem"))]),
+        );
+    }
+    m.insert(s("responses"), Value::Mapping(responses));
+    Ok(Value::Mapping(m))
 }
 
 fn s(text: &str) -> Value {

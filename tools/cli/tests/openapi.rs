@@ -279,3 +279,110 @@ fn every_status_a_command_hook_may_refuse_with_is_in_the_contract_of_every_opera
         }
     }
 }
+
+/// Each operation of the service's own routes (`[routes.<function>]`) is in the document: its id
+/// and words, its path parameters (strings), its query parameters with their schemas and required
+/// flags, its 200 body's schema (any object when undeclared) and its problem documents, under the
+/// document's security as the framework's operations.
+#[test]
+fn the_services_own_operations_are_documented() {
+    let dir = std::env::temp_dir().join(format!("cqrs-openapi-routes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = std::fs::read_to_string(format!("{ROOT}/model.toml")).unwrap();
+    let file = dir.join("model.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "{example}\n{}",
+            r#"
+[routes.shelf-report]
+reads = ["sql"]
+[routes.shelf-report.operations.shelfReport]
+method = "GET"
+path = "/shelves/{shelfId}/report"
+summary = "A shelf's report"
+description = "Counted in the read model."
+problems = [400, 401, 503]
+query = { status = { enum = ["open", "done"] }, limit = { type = "integer", minimum = 1 }, q = {} }
+required_query = ["status"]
+response = { type = "object", required = ["count"], properties = { count = { type = "integer" } } }
+[routes.shelf-report.operations.shelfNote]
+method = "POST"
+path = "/shelves/{shelfId}/report"
+"#
+        ),
+    )
+    .unwrap();
+    let doc: Value = serde_yaml::from_str(&generate(file.to_str().unwrap())).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let item = &doc["paths"]["/shelves/{shelfId}/report"];
+    let get = &item["get"];
+    assert_eq!(get["operationId"], "shelfReport");
+    assert_eq!(get["summary"], "A shelf's report");
+    let description = get["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("Counted in the read model."),
+        "{description}"
+    );
+    assert!(
+        description.contains("[routes.shelf-report]"),
+        "{description}"
+    );
+    let params = get["parameters"].as_sequence().unwrap();
+    let named = |name: &str| {
+        params
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no parameter {name}"))
+    };
+    assert_eq!(named("shelfId")["in"], "path");
+    assert_eq!(named("shelfId")["required"], true);
+    assert_eq!(named("shelfId")["schema"]["type"], "string");
+    assert_eq!(named("status")["in"], "query");
+    assert_eq!(named("status")["required"], true);
+    assert_eq!(named("status")["schema"]["enum"][1], "done");
+    assert_eq!(named("limit")["required"], false);
+    assert_eq!(named("limit")["schema"]["type"], "integer");
+    assert_eq!(named("limit")["schema"]["minimum"], 1);
+    assert_eq!(named("q")["schema"]["type"], "string");
+    // The local caller's headers, as every framework operation has them.
+    assert!(
+        params
+            .iter()
+            .any(|p| p["$ref"] == "#/components/parameters/TenantHeader")
+    );
+    let ok = &get["responses"]["200"]["content"]["application/json"]["schema"];
+    assert_eq!(ok["required"][0], "count");
+    assert_eq!(ok["properties"]["count"]["type"], "integer");
+    let mut statuses: Vec<&str> = get["responses"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, ["200", "400", "401", "503"]);
+    for status in ["400", "401", "503"] {
+        assert_eq!(
+            get["responses"][status]["$ref"], "#/components/responses/Problem",
+            "{status}"
+        );
+    }
+    // The framework's problem response is application/problem+json.
+    assert!(
+        doc["components"]["responses"]["Problem"]["content"]["application/problem+json"]
+            .is_mapping()
+    );
+    // Undeclared response: any JSON object; no problems declared: the 200 alone.
+    let post = &item["post"];
+    assert_eq!(post["operationId"], "shelfNote");
+    assert_eq!(
+        post["responses"]["200"]["content"]["application/json"]["schema"]["type"],
+        "object"
+    );
+    assert_eq!(post["responses"].as_mapping().unwrap().len(), 1);
+    // Under the document's security, as the framework's operations (none overrides it).
+    assert!(get.get("security").is_none());
+    assert!(doc["paths"]["/commands"]["post"].get("security").is_none());
+    assert_eq!(doc["security"][0]["jwt"], Value::Sequence(vec![]));
+}

@@ -34,3 +34,12 @@ fn the_migrations_are_up_to_date_and_all_applied_by_sql_sync() {
         "src/lib.rs's MIGRATIONS must list every file of migrations/, in order"
     );
 }
+
+/// template.yaml's HTTP API routes (AWS) and Cargo.toml's cargo lambda watch router (local) route
+/// the same paths to the same functions: `cqrs template` writes both from model.toml.
+#[test]
+fn the_template_and_the_local_router_route_alike() {
+    let problems = cqrs_testkit::routers::differences(env!("CARGO_MANIFEST_DIR"))
+        .expect("template.yaml and Cargo.toml");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -20,6 +20,55 @@ EXCEPTION
   WHEN insufficient_privilege THEN
     RAISE WARNING '%: % (a superuser or the role''s creator must grant it)', current_user, SQLERRM;
 END $$;
+DO $$
+DECLARE
+  modern boolean := current_setting('server_version_num')::int >= 160000;
+  grantee name;
+BEGIN
+  -- The routes' login user: no password (IAM), no attribute but LOGIN.
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'cqrs_routes') THEN
+    BEGIN
+      CREATE ROLE "cqrs_routes" LOGIN NOINHERIT;
+    EXCEPTION
+      WHEN duplicate_object OR unique_violation THEN NULL; -- made by another session just now
+      WHEN insufficient_privilege THEN RAISE WARNING '%: % (a superuser or the role''s administrator must do it)', current_user, SQLERRM;
+    END;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'cqrs_routes') THEN
+    RETURN;
+  END IF;
+  -- The reader role: SET ROLE only.
+  IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'cqrs_reader')
+     AND NOT pg_has_role('cqrs_routes', 'cqrs_reader', CASE WHEN modern THEN 'SET' ELSE 'MEMBER' END) THEN
+    BEGIN
+      IF modern THEN
+        EXECUTE 'GRANT "cqrs_reader" TO "cqrs_routes" WITH INHERIT FALSE, SET TRUE';
+      ELSE
+        EXECUTE 'GRANT "cqrs_reader" TO "cqrs_routes"';
+      END IF;
+    EXCEPTION
+      WHEN unique_violation THEN NULL; -- granted by another session just now
+      WHEN insufficient_privilege THEN RAISE WARNING '%: % (a superuser or the role''s administrator must do it)', current_user, SQLERRM;
+    END;
+  END IF;
+  -- IAM sign-in, on RDS: both users, directly.
+  IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'rds_iam') THEN
+    FOREACH grantee IN ARRAY ARRAY['cqrs_routes', current_user]::name[] LOOP
+      IF NOT EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid JOIN pg_roles u ON u.oid = m.member WHERE r.rolname = 'rds_iam' AND u.rolname = grantee) THEN
+        BEGIN
+          IF modern THEN
+            EXECUTE format('GRANT %I TO %I WITH INHERIT TRUE', 'rds_iam', grantee);
+          ELSE
+            EXECUTE format('GRANT %I TO %I', 'rds_iam', grantee);
+          END IF;
+        EXCEPTION
+          WHEN unique_violation THEN NULL; -- granted by another session just now
+          WHEN insufficient_privilege THEN RAISE WARNING '%: % (a superuser or the role''s administrator must do it)', current_user, SQLERRM;
+        END;
+      END IF;
+    END LOOP;
+  END IF;
+END $$;
 
 CREATE TABLE IF NOT EXISTS "task" (
   "pk" text NOT NULL,

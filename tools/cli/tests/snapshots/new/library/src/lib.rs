@@ -1,9 +1,11 @@
-//! library's own code: its rules on its commands (command hooks) and its sync targets. The
-//! binaries in `src/bin/` hand them to the framework; the tests in `tests/` run them against
-//! DynamoDB Local.
+//! library's own code: its rules on its commands (command hooks), its sync targets and its own
+//! routes' handlers. The binaries in `src/bin/` hand them to the framework; the tests in `tests/`
+//! run them against DynamoDB Local.
 
 use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
 use cqrs_problem::ApiError;
+use cqrs_routes::sql::{Sql, failed};
+use cqrs_routes::{Json, Problem, Query, Tenant};
 
 /// The service's model (`model.toml`), compiled in.
 pub const MODEL: &str = include_str!("../model.toml");
@@ -47,68 +49,71 @@ impl CommandHook for TaskRules {
     }
 }
 
-/// `GET /tasks/report?status=open&sort=title|updated&limit=50`: the caller's tenant's tasks from the
-/// relational read model (PostgreSQL), filtered, sorted and counted, `{"count": 12, "items":
-/// [...]}`: what the model's access patterns do not answer. It reads as the caller's tenant
-/// ([`cqrs_sql::read::as_tenant`]: row-level security shows no other tenant's rows), and answers
-/// with the framework's caller and problem documents (400 on a bad parameter, 401 without a caller,
-/// 503 while the database is unreachable).
-pub async fn task_report(
-    client: Option<&mut tokio_postgres::Client>,
-    mode: cqrs_caller::CallerMode,
-    request: lambda_http::Request,
-) -> lambda_http::Response<lambda_http::Body> {
-    let request_id = cqrs_caller::request_id(&request);
-    match task_report_answer(client, mode, &request).await {
-        Ok(body) => lambda_http::Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(lambda_http::Body::Text(body.to_string()))
-            .unwrap_or_default(),
-        Err(error) => error.into_response(&request_id),
-    }
+/// The query of `GET /tasks/report` (declared in `model.toml`, `[routes.task-report]`): a value
+/// that does not fit is a 400 problem document naming the parameter.
+#[derive(Debug, serde::Deserialize)]
+pub struct ReportQuery {
+    /// Only the tasks of this status.
+    pub status: Option<TaskStatus>,
+    /// `title` (the default) or `updated` (the most recently updated first).
+    pub sort: Option<ReportSort>,
+    /// At most this many items, 1 to 500 (50 by default).
+    pub limit: Option<i64>,
 }
 
-async fn task_report_answer(
-    client: Option<&mut tokio_postgres::Client>,
-    mode: cqrs_caller::CallerMode,
-    request: &lambda_http::Request,
-) -> Result<serde_json::Value, ApiError> {
-    use lambda_http::RequestExt;
-    let caller = cqrs_caller::Caller::from_request(request, mode)?;
-    let query = request.query_string_parameters();
-    let status = query.first("status").map(str::to_string);
-    if let Some(status) = &status
-        && !["open", "done"].contains(&status.as_str())
-    {
-        return Err(ApiError::bad_field("status", "must be open or done"));
+/// A task's status, as the model's `status` enum spells it.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    /// Not done yet.
+    Open,
+    /// Done (and it stays done: [`TaskRules`]).
+    Done,
+}
+
+/// The report's order.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReportSort {
+    /// By title.
+    Title,
+    /// The most recently updated first.
+    Updated,
+}
+
+/// `GET /tasks/report?status=open&sort=title|updated&limit=50` (operation `taskReport` of the
+/// route function `task-report`, `src/bin/task-report.rs`): the caller's tenant's tasks from the
+/// relational read model (PostgreSQL), filtered, sorted and counted, `{"count": 12, "items":
+/// [...]}`: what the model's access patterns do not answer. It reads as the caller's tenant
+/// (row-level security shows no other tenant's rows), and answers with the framework's caller and
+/// problem documents (400 on a bad parameter, 401 without a caller, 503 while the database is
+/// unreachable).
+pub async fn task_report(
+    Tenant(tenant): Tenant,
+    Query(query): Query<ReportQuery>,
+    mut sql: Sql,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_field("limit", "must be a number from 1 to 500").into());
     }
-    let order = match query.first("sort").unwrap_or("title") {
-        "title" => r#""title", "taskId""#,
-        "updated" => r#""updated_at" DESC, "taskId""#,
-        _ => return Err(ApiError::bad_field("sort", "must be title or updated")),
+    let status = query.status.map(|status| match status {
+        TaskStatus::Open => "open",
+        TaskStatus::Done => "done",
+    });
+    let order = match query.sort.unwrap_or(ReportSort::Title) {
+        ReportSort::Title => r#""title", "taskId""#,
+        ReportSort::Updated => r#""updated_at" DESC, "taskId""#,
     };
-    let limit: i64 = match query.first("limit") {
-        None => 50,
-        Some(text) => text
-            .parse()
-            .ok()
-            .filter(|n| (1..=500).contains(n))
-            .ok_or_else(|| ApiError::bad_field("limit", "must be a number from 1 to 500"))?,
-    };
-    let unavailable =
-        |e: tokio_postgres::Error| ApiError::Unavailable(format!("the relational read model: {e}"));
-    let client = client.ok_or_else(|| {
-        ApiError::Unavailable("the relational read model is unreachable".into())
-    })?;
-    let session = cqrs_sql::read::as_tenant(client, &caller.tenant_code)
-        .await
-        .map_err(unavailable)?;
+    let session = sql.as_tenant(&tenant).await?;
     let filter = r#"NOT "is_deleted" AND ($1::text IS NULL OR "status" = $1)"#;
     let count: i64 = session
-        .query_one(&format!(r#"SELECT count(*) FROM "task" WHERE {filter}"#), &[&status])
+        .query_one(
+            &format!(r#"SELECT count(*) FROM "task" WHERE {filter}"#),
+            &[&status],
+        )
         .await
-        .map_err(unavailable)?
+        .map_err(failed)?
         .get(0);
     let rows = session
         .query(
@@ -119,8 +124,8 @@ async fn task_report_answer(
             &[&status, &limit],
         )
         .await
-        .map_err(unavailable)?;
-    session.commit().await.map_err(unavailable)?;
+        .map_err(failed)?;
+    session.commit().await.map_err(failed)?;
     let items: Vec<serde_json::Value> = rows
         .iter()
         .map(|row| {
@@ -133,5 +138,5 @@ async fn task_report_answer(
             })
         })
         .collect();
-    Ok(serde_json::json!({"count": count, "items": items}))
+    Ok(Json(serde_json::json!({"count": count, "items": items})))
 }
