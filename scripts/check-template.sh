@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the SAM template and builds its four Lambda functions from it (the three, and sql-sync,
-# which deploys only when SqlReadModel is not none), offline:
+# Checks the SAM template and builds its Lambda functions from it (the framework's three, sql-sync,
+# which deploys only when SqlReadModel is not none, and the service's own routes), offline:
 #
 #   1. sam validate --lint   (the SAM transform's schema and cfn-lint, through the SAM CLI)
 #   2. cfn-lint              (CloudFormation rules, SAM transform included)
@@ -39,7 +39,18 @@ unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AW
 
 TEMPLATE=template.yaml
 BUILD_DIR=.aws-sam/build
-FUNCTIONS=(CommandHandlerFunction DataSyncFunction QueryHandlerFunction SqlSyncFunction)
+# Every function of the template: the framework's four and the service's own routes.
+mapfile -t FUNCTIONS < <(python - "$TEMPLATE" <<'PY'
+import sys, yaml
+class Loader(yaml.SafeLoader):
+    pass
+Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+template = yaml.load(open(sys.argv[1]), Loader=Loader)
+for name, resource in template["Resources"].items():
+    if resource.get("Type") == "AWS::Serverless::Function":
+        print(name)
+PY
+)
 
 timed() { # timed <label> <command...>: runs it, prints how long it took
     local label=$1 start end
@@ -69,6 +80,10 @@ printf '    %s resources after the transform\n' "$(python -c 'import json, sys; 
 rm -f "$transformed"
 
 step "sam build (cargo lambda build --release --arm64, no container) into $BUILD_DIR"
+# One cargo build of every function first (the default members' binaries, as sam builds them), so
+# that they compile and link in parallel; sam build's build of each, the same command for one
+# binary, then finds it done and copies it.
+timed "cargo lambda build of every function" cargo lambda build --release --arm64
 timed "sam build" sam build --template "$TEMPLATE" --build-dir "$BUILD_DIR"
 
 step "bootstraps are aarch64 ELF executables"
