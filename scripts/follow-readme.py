@@ -2,11 +2,14 @@
 """Follows a README's steps verbatim: runs, in order, every ```sh block of one section.
 
     scripts/follow-readme.py README.md "Quick start"        (in the folder the README speaks of)
+    scripts/follow-readme.py --blocks 1-2 README.md "Quick start"   (its first two blocks; 3- the rest)
     scripts/follow-readme.py --print toml CHANGELOG.md "For generated services"
 
 The section is the heading `<#...> <title>` (any level) up to the next heading of the same level
 or above. `--print LANG` prints the section's ```LANG blocks instead of running anything (the text
-a step says to add to a file). Each block runs
+a step says to add to a file). `--blocks FIRST-LAST` (either end may be left out) runs some of the
+blocks, so that a test can do its own checks between two of them; a caller that runs every block in
+turn still follows the section whole. Each block runs
 as written, with `bash -euo pipefail` in the current folder, its commands echoed first; the first
 block that fails stops the run with its exit status. Blocks fenced as anything but `sh` (```console
 for what needs an AWS account or machine setup, ```toml for a file's text) are shown, not run, so
@@ -60,12 +63,22 @@ def main():
             for block in blocks(f.read(), args[3], args[1]):
                 print(block)
         return
+    first, last = 1, None
+    if len(args) == 4 and args[0] == "--blocks":
+        low, _, high = args[1].partition("-")
+        first, last = int(low or 1), int(high) if high else None
+        args = args[2:]
     if len(args) != 2:
         raise SystemExit(__doc__)
     path, title = args
     with open(path, encoding="utf-8") as f:
         steps = blocks(f.read(), title)
+    last = len(steps) if last is None else last
+    if not 1 <= first <= last <= len(steps):
+        raise SystemExit(f"follow-readme: blocks {first}-{last} of '{title}', which has {len(steps)}")
     for n, block in enumerate(steps, 1):
+        if not first <= n <= last:
+            continue
         print(f"==> {path}, '{title}', block {n} of {len(steps)}:", flush=True)
         for line in block.splitlines():
             print(f"    $ {line}", flush=True)

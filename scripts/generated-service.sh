@@ -11,8 +11,9 @@
 #    data-sync, a PostgreSQL of its own and sql-sync on 127.0.0.1:9000), its curl calls (a command,
 #    an access pattern, its own route GET /tasks/report), `make dev-down`, and `make build` (the
 #    template's drift check, `sam validate --lint`, `sam build` of every function, its own route
-#    included, for arm64); then its tests/report.rs over HTTP: tasks of two tenants reach
-#    PostgreSQL, and the report answers each tenant's own, filtered, sorted and counted;
+#    included, for arm64); with its tests/report.rs over HTTP while the quick start's stack runs:
+#    tasks of two tenants reach PostgreSQL, and the report answers each tenant's own, filtered,
+#    sorted and counted;
 # 2. the lending library of tests/library over another one (its model with its own route declared,
 #    its rules in src/lib.rs, its own route and data-sync binaries, its tests; its template.yaml and
 #    router from `cqrs template`, its migrations from `cqrs model sql`): `make test`, `make build`,
@@ -98,20 +99,20 @@ if ! python3 -c 'import socket; socket.create_server(("127.0.0.1", 9000)).close(
     exit 1
 fi
 
-# 1. The starter, as `cqrs new` writes it: its README's quick start, then its own route's test over
-#    HTTP.
+# 1. The starter, as `cqrs new` writes it: its README's quick start, and its own route's test over
+#    HTTP against the stack the quick start runs.
 generate "$starter"
 (
     cd "$starter"
     start=$(date +%s)
-    python3 "$root/scripts/follow-readme.py" README.md "Quick start"
-    elapsed "the starter's quick start" "$start"
+    # Its first block starts the stack (make dev-up); its own route's test runs against that stack
+    # before the rest of the section (the calls, make dev-down, make build) follows.
+    python3 "$root/scripts/follow-readme.py" --blocks 1-1 README.md "Quick start"
+    echo "==> the starter: GET /tasks/report from PostgreSQL over HTTP (tests/report.rs)"
+    SERVICE_URL="http://127.0.0.1:9000" cargo test --test report -- --ignored --nocapture
+    python3 "$root/scripts/follow-readme.py" --blocks 2- README.md "Quick start"
+    elapsed "the starter's quick start and its report test" "$start"
     bootstraps "$starter"
-    echo "==> the starter: make dev-up, and GET /tasks/report from PostgreSQL over HTTP"
-    api_port=$(free_port)
-    API_PORT=$api_port make --no-print-directory dev-up
-    SERVICE_URL="http://127.0.0.1:$api_port" cargo test --test report -- --ignored --nocapture
-    make --no-print-directory dev-down
 )
 
 # 2. The lending library over another generated service: the starter's example route replaced by

@@ -90,7 +90,12 @@ step "reliability suite (races, projection under faults, tenants, bad input, on-
 # there, 125 s on a fresh instance).
 "$cqrs" dynamodb-local stop --port "$DDB_LOCAL_PORT"
 eval "$("$cqrs" dynamodb-local start)"
-cargo test -p reliability --locked -- --nocapture
+# Its test targets by name within the workspace (each name is the reliability package's alone), so
+# that its dependencies keep the features the workspace's tests built them with (`-p reliability`
+# resolved features for it alone and compiled a dozen crates again).
+reliability_tests=()
+for test in tests/reliability/tests/*.rs; do reliability_tests+=(--test "$(basename "$test" .rs)"); done
+cargo test --workspace --locked "${reliability_tests[@]}" -- --nocapture
 
 step "end to end: the local stack (cqrs dev up, as make dev-up) on 127.0.0.1:$e2e_api_port"
 API_PORT=$e2e_api_port DDB_LOCAL_PORT=$e2e_ddb_port DEV_STATE_DIR=$e2e_state STACK_PREFIX=e2e \
