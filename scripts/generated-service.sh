@@ -41,9 +41,13 @@ elapsed() { # elapsed <label> <start seconds>
 # cargo-lambda and SAM CLI of scripts/tools.sh, the DynamoDB Local make test installed. Its builds
 # share this workspace's target folder (its `target` is a link to it: `sam build` looks for the
 # bootstraps there), offline: every dependency is the workspace's, already fetched.
-cargo build --quiet --locked -p cqrs-cli --bin cqrs
+# The operator CLI: $CQRS when the caller built it (make test does), else built here.
+if [[ -z ${CQRS:-} ]]; then
+    cargo build --quiet --locked -p cqrs-cli --bin cqrs
+    CQRS="$root/target/debug/cqrs"
+fi
 bash scripts/tools.sh >/dev/null
-export CQRS="$root/target/debug/cqrs" CARGO_LAMBDA="$root/.venv/bin/cargo-lambda" SAM="$root/.venv/bin/sam"
+export CQRS CARGO_LAMBDA="$root/.venv/bin/cargo-lambda" SAM="$root/.venv/bin/sam"
 export DYNAMODB_LOCAL_DIR="$root/.local/dynamodb-local"
 export CARGO_NET_OFFLINE=true
 unset CARGO_TARGET_DIR

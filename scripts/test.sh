@@ -39,9 +39,13 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 step "SAM template (validate, cfn-lint, sam build of the arm64 functions; offline)"
 bash scripts/check-template.sh
 
-step "DynamoDB Local (the operator CLI's cqrs dynamodb-local; Java 17 and npm from apt where missing)"
-cargo build --quiet --locked -p cqrs-cli --bin cqrs
+step "the workspace's tests built, and DynamoDB Local (the operator CLI's cqrs dynamodb-local; Java 17 and npm from apt where missing)"
+# Every test target with the features the test build unifies, the operator CLI among them
+# (target/debug/cqrs, which the later steps use): built once here (a `cargo build -p cqrs-cli`
+# resolved other features, and the test build compiled the CLI and its dependencies again).
+cargo test --workspace --locked --exclude reliability --no-run --quiet
 cqrs="$root/target/debug/cqrs"
+export CQRS=$cqrs
 "$cqrs" dynamodb-local install
 # The report page's test renders it in headless Chromium (Debian's package, with a font).
 if ! command -v chromium >/dev/null 2>&1; then

@@ -22,11 +22,15 @@ cd "$(dirname "$0")/.."
 root=$PWD
 work=$(mktemp -d)
 
-cargo build --quiet --locked -p cqrs-cli --bin cqrs
+# The operator CLI: $CQRS when the caller built it (make test does), else built here.
+if [[ -z ${CQRS:-} ]]; then
+    cargo build --quiet --locked -p cqrs-cli --bin cqrs
+    CQRS="$root/target/debug/cqrs"
+fi
 export DYNAMODB_LOCAL_DIR="$root/.local/dynamodb-local"
 export CARGO_TARGET_DIR="$root/target" CARGO_NET_OFFLINE=true
 # The shell's own DynamoDB Local (make test's) is not the service's: its Makefile starts its own.
-unset AWS_ENDPOINT_URL_DYNAMODB DDB_LOCAL_PORT CQRS
+unset AWS_ENDPOINT_URL_DYNAMODB DDB_LOCAL_PORT
 
 cleanup() {
     local status=$?
@@ -36,7 +40,7 @@ cleanup() {
 trap cleanup EXIT
 
 # The README a service of this release gets, whose upgrade steps are followed.
-"$root/target/debug/cqrs" new "$work/this-release" --framework "path:$root" >/dev/null 2>&1
+"$CQRS" new "$work/this-release" --framework "path:$root" >/dev/null 2>&1
 readme="$work/this-release/README.md"
 
 fixtures=(tests/upgrade/*/)
@@ -54,7 +58,7 @@ for fixture in "${fixtures[@]}"; do
     fi
     # The operator CLI of this release, where its Makefile looks for it.
     mkdir -p "$service/.local/cqrs/bin"
-    ln -s "$root/target/debug/cqrs" "$service/.local/cqrs/bin/cqrs"
+    ln -s "$CQRS" "$service/.local/cqrs/bin/cqrs"
     cp Cargo.lock "$service/Cargo.lock"
     (
         cd "$service"

@@ -8,7 +8,9 @@
 //! sql-sync's cold start runs it). One throwaway cluster per server version, stopped when the test
 //! ends, also when it fails.
 
-use cqrs_item::{Item, Value};
+mod common;
+
+use common::{MODEL, connected, loan, tenant_rows};
 use cqrs_local_stack::{
     postgres::{Install, Throwaway},
     postgres_npm,
@@ -16,67 +18,15 @@ use cqrs_local_stack::{
 use cqrs_model::Model;
 use cqrs_sql::{
     migrate,
-    rows::row,
     schema::{Schema, reader_grant_ddl},
-    write::{Change, apply},
+    write::apply,
 };
-use tokio_postgres::{Client, NoTls};
-
-const MODEL: &str = r#"
-[entities.loan]
-pk = "LOAN#{tenant}"
-sk = "{loanId}"
-attributes.loanId = { type = "string", required = true, max = 26 }
-"#;
-
-async fn connect(pg: &Throwaway, user: &str, database: &str) -> Client {
-    let url = pg
-        .url()
-        .replacen("postgres://postgres@", &format!("postgres://{user}@"), 1);
-    let url = format!("{}/{database}", url.rsplit_once('/').unwrap().0);
-    let (client, connection) = tokio_postgres::connect(&url, NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connects to {url}: {e}"));
-    tokio::spawn(connection);
-    client
-}
-
-fn loan(model: &Model, tenant: &str, id: &str) -> Change {
-    let mut item = Item::example();
-    item.pk = format!("LOAN#{tenant}");
-    item.sk = id.into();
-    item.id = cqrs_keys::generate_id(&item.pk, id);
-    item.tenant_code = tenant.into();
-    item.item_type = "LOAN".into();
-    item.version = 1;
-    item.attributes.clear();
-    item.attributes.insert("loanId".into(), Value::from(id));
-    Change::Upsert(row(model, &Schema::of(model), &item))
-}
-
-async fn tenant_rows(client: &mut Client, tenant: &str) -> Result<Vec<String>, String> {
-    let session = cqrs_sql::read::as_tenant(client, tenant)
-        .await
-        .map_err(|e| {
-            format!(
-                "as_tenant: {}",
-                e.as_db_error()
-                    .map_or(e.to_string(), |d| d.message().to_string())
-            )
-        })?;
-    let rows = session
-        .query(r#"SELECT "sk" FROM "loan" ORDER BY "sk""#, &[])
-        .await
-        .map_err(|e| e.to_string())?;
-    session.commit().await.map_err(|e| e.to_string())?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
-}
 
 /// As Aurora's master user (`CREATEROLE`, owner of the database, not a superuser): the model's
 /// migrations, a write, then reads as each tenant, as itself and as a reader's own login user it
 /// granted `cqrs_reader`. Returns the server's `server_version_num`.
 async fn the_migrating_user_and_a_reader_read_as_a_tenant(pg: &Throwaway) -> i32 {
-    let admin = connect(pg, "postgres", "postgres").await;
+    let admin = connected(pg, "postgres", "postgres").await;
     for statement in [
         "CREATE ROLE master LOGIN CREATEROLE",
         "CREATE DATABASE app OWNER master",
@@ -89,7 +39,7 @@ async fn the_migrating_user_and_a_reader_read_as_a_tenant(pg: &Throwaway) -> i32
         .unwrap()
         .get(0);
 
-    let mut master = connect(pg, "master", "app").await;
+    let mut master = connected(pg, "master", "app").await;
     let superuser: bool = master
         .query_one(
             "SELECT rolsuper FROM pg_roles WHERE rolname = current_user",
@@ -123,7 +73,7 @@ async fn the_migrating_user_and_a_reader_read_as_a_tenant(pg: &Throwaway) -> i32
         .batch_execute(r#"CREATE ROLE reader LOGIN; GRANT "cqrs_reader" TO reader;"#)
         .await
         .unwrap();
-    let mut reader = connect(pg, "reader", "app").await;
+    let mut reader = connected(pg, "reader", "app").await;
     assert_eq!(
         tenant_rows(&mut reader, "t2").await,
         Ok(vec!["L2".to_string()]),
@@ -136,7 +86,7 @@ async fn the_migrating_user_and_a_reader_read_as_a_tenant(pg: &Throwaway) -> i32
         .batch_execute("CREATE ROLE other LOGIN")
         .await
         .unwrap();
-    let other = connect(pg, "other", "app").await;
+    let other = connected(pg, "other", "app").await;
     other
         .batch_execute(&reader_grant_ddl())
         .await
@@ -148,12 +98,12 @@ async fn the_migrating_user_and_a_reader_read_as_a_tenant(pg: &Throwaway) -> i32
 /// master cannot read as a tenant until the grant runs again, as sql-sync's cold start runs it;
 /// running it twice changes nothing.
 async fn a_database_migrated_before_the_grant_gets_it_when_it_runs_again(pg: &Throwaway) {
-    let admin = connect(pg, "postgres", "postgres").await;
+    let admin = connected(pg, "postgres", "postgres").await;
     admin
         .batch_execute("CREATE DATABASE before OWNER master")
         .await
         .unwrap();
-    let mut master = connect(pg, "master", "before").await;
+    let mut master = connected(pg, "master", "before").await;
     let model = Model::parse(MODEL).unwrap();
     let sql = migrate::plan(None, &Schema::of(&model)).unwrap().unwrap();
     assert!(sql.contains(&reader_grant_ddl()), "V1 carries the grant");

@@ -11,9 +11,11 @@
 //! in as `cqrs_routes` through the throwaway cluster's trust authentication (no password is ever
 //! set). One throwaway cluster per server version, stopped when the test ends, also when it fails.
 
+mod common;
+
 use std::sync::Arc;
 
-use cqrs_item::{Item, Value};
+use common::{MODEL, connect, loan, message, tenant_rows};
 use cqrs_local_stack::{
     postgres::{Install, Throwaway},
     postgres_npm,
@@ -21,18 +23,10 @@ use cqrs_local_stack::{
 use cqrs_model::Model;
 use cqrs_sql::{
     migrate,
-    rows::row,
     schema::{Schema, parked_table_ddl},
-    write::{Change, apply},
+    write::apply,
 };
-use tokio_postgres::{Client, NoTls};
-
-const MODEL: &str = r#"
-[entities.loan]
-pk = "LOAN#{tenant}"
-sk = "{loanId}"
-attributes.loanId = { type = "string", required = true, max = 26 }
-"#;
+use tokio_postgres::Client;
 
 /// The routes' user, spelled out: the test must not take the name from the code it tests.
 const ROUTES: &str = "cqrs_routes";
@@ -40,50 +34,6 @@ const ROUTES: &str = "cqrs_routes";
 /// What sql-sync runs at every cold start, after the migrations: the roles' DDL.
 fn cold_start_ddl() -> String {
     cqrs_sql::schema::access_ddl()
-}
-
-async fn connect(pg: &Throwaway, user: &str, database: &str) -> Result<Client, String> {
-    let url = pg
-        .url()
-        .replacen("postgres://postgres@", &format!("postgres://{user}@"), 1);
-    let url = format!("{}/{database}", url.rsplit_once('/').unwrap().0);
-    let (client, connection) = tokio_postgres::connect(&url, NoTls)
-        .await
-        .map_err(|e| message(&e))?;
-    tokio::spawn(connection);
-    Ok(client)
-}
-
-/// PostgreSQL's own message of an error (not "db error").
-fn message(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map_or(e.to_string(), |d| d.message().to_string())
-}
-
-fn loan(model: &Model, tenant: &str, id: &str) -> Change {
-    let mut item = Item::example();
-    item.pk = format!("LOAN#{tenant}");
-    item.sk = id.into();
-    item.id = cqrs_keys::generate_id(&item.pk, id);
-    item.tenant_code = tenant.into();
-    item.item_type = "LOAN".into();
-    item.version = 1;
-    item.attributes.clear();
-    item.attributes.insert("loanId".into(), Value::from(id));
-    Change::Upsert(row(model, &Schema::of(model), &item))
-}
-
-/// The keys of the loans `client` reads as `tenant` through [`cqrs_sql::read::as_tenant`].
-async fn tenant_rows(client: &mut Client, tenant: &str) -> Result<Vec<String>, String> {
-    let session = cqrs_sql::read::as_tenant(client, tenant)
-        .await
-        .map_err(|e| format!("as_tenant: {}", message(&e)))?;
-    let rows = session
-        .query(r#"SELECT "sk" FROM "loan" ORDER BY "sk""#, &[])
-        .await
-        .map_err(|e| message(&e))?;
-    session.commit().await.map_err(|e| message(&e))?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// `statement` run by `client` in a transaction rolled back after it (in the reader role and a

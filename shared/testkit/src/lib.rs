@@ -36,6 +36,7 @@ pub mod api;
 pub mod endpoint;
 pub mod fixtures;
 pub mod http_event;
+pub mod iam;
 pub mod local_quirks;
 pub mod own_routes;
 pub mod round_trips;

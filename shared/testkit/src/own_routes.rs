@@ -20,6 +20,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::iam::{canon, list};
 use serde_json::{Value, json};
 
 /// One route function as its model declares it.
@@ -44,34 +45,6 @@ pub fn pascal(name: &str) -> String {
                 .unwrap_or_default()
         })
         .collect()
-}
-
-/// An intrinsic or string as one comparable text: `{"Fn::GetAtt": [A, B]}` is `${A.B}`,
-/// `{"Ref": X}` is `${X}`, `{"Fn::Sub": s}` and `{"Fn::Sub": [s, vars]}` are `s`.
-fn canon(value: &Value) -> String {
-    if let Some(s) = value.as_str() {
-        return s.to_owned();
-    }
-    if let Some(parts) = value.get("Fn::GetAtt").and_then(Value::as_array) {
-        let parts: Vec<String> = parts.iter().map(canon).collect();
-        return format!("${{{}}}", parts.join("."));
-    }
-    if let Some(name) = value.get("Ref").and_then(Value::as_str) {
-        return format!("${{{name}}}");
-    }
-    match value.get("Fn::Sub") {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts.first().map(canon).unwrap_or_default(),
-        _ => value.to_string(),
-    }
-}
-
-fn list(value: &Value) -> Vec<Value> {
-    match value {
-        Value::Array(items) => items.clone(),
-        Value::Null => Vec::new(),
-        other => vec![other.clone()],
-    }
 }
 
 /// (condition or "", action, resource) of every Allow of a role's inline policies; a policy

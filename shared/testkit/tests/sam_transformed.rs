@@ -23,6 +23,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cqrs_testkit::iam::{canon, list};
 use serde_json::{Value, json};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -128,34 +129,6 @@ fn of_type<'a>(t: &'a Value, ty: &str) -> Vec<(&'a str, &'a Value)> {
         .into_iter()
         .filter(|(_, r)| r["Type"] == ty)
         .collect()
-}
-
-/// A string or list of strings (IAM `Action`), or any single value, as a list.
-fn list(value: &Value) -> Vec<Value> {
-    match value {
-        Value::Array(items) => items.clone(),
-        Value::Null => Vec::new(),
-        other => vec![other.clone()],
-    }
-}
-
-/// An intrinsic or string as one comparable text: `{"Fn::GetAtt": [A, B]}` is `${A.B}`,
-/// `{"Ref": X}` is `${X}`, `{"Fn::Sub": s}` is `s`, a string itself.
-fn canon(value: &Value) -> String {
-    if let Some(s) = value.as_str() {
-        return s.to_owned();
-    }
-    if let Some(parts) = value.get("Fn::GetAtt").and_then(Value::as_array) {
-        let parts: Vec<String> = parts.iter().map(canon).collect();
-        return format!("${{{}}}", parts.join("."));
-    }
-    if let Some(name) = value.get("Ref").and_then(Value::as_str) {
-        return format!("${{{name}}}");
-    }
-    if let Some(text) = value.get("Fn::Sub").and_then(Value::as_str) {
-        return text.to_owned();
-    }
-    value.to_string()
 }
 
 type Problems = Vec<String>;

@@ -24,6 +24,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cqrs_testkit::iam::{canon, list};
 use serde_json::{Value, json};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -85,31 +86,6 @@ fn resources(t: &Value) -> Vec<(&str, &Value)> {
         .as_object()
         .map(|m| m.iter().map(|(k, v)| (k.as_str(), v)).collect())
         .unwrap_or_default()
-}
-
-/// A string or list (IAM `Action`, `Resource`), or any single value, as a list.
-fn list(value: &Value) -> Vec<Value> {
-    match value {
-        Value::Array(items) => items.clone(),
-        Value::Null => Vec::new(),
-        other => vec![other.clone()],
-    }
-}
-
-/// An intrinsic or string as one comparable text: `{"Fn::GetAtt": [A, B]}` is `${A.B}`,
-/// `{"Ref": X}` is `${X}`, a string itself, anything else its JSON.
-fn canon(value: &Value) -> String {
-    if let Some(s) = value.as_str() {
-        return s.to_owned();
-    }
-    if let Some(parts) = value.get("Fn::GetAtt").and_then(Value::as_array) {
-        let parts: Vec<String> = parts.iter().map(canon).collect();
-        return format!("${{{}}}", parts.join("."));
-    }
-    if let Some(name) = value.get("Ref").and_then(Value::as_str) {
-        return format!("${{{name}}}");
-    }
-    value.to_string()
 }
 
 /// A role's inline policies, those under a condition (`Fn::If`, as a route's database policy is
