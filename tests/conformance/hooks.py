@@ -231,9 +231,11 @@ def map_case(ctx, case):
 # and the same request answers at once when sent again. Our functions never answer that document
 # (their problems are `urn:cqrs:problem:*`). Such an answer is sent again, once, at most
 # MAX_EMULATOR_RETRIES times a run, and every retry is printed and counted; a 500 of ours, a second
-# emulator 500 in a row, or more retries than that still fail the run.
+# emulator 500 in a row, or more retries than that still fail the run. Runs of about 8,000 cases
+# met 0, 2 and 4 of them (three CI runs of 2026-11-27, the fourth failing a run whose cap was 3),
+# on GET /items/... of the query handler, more on a slower machine: the cap is 10.
 EMULATOR_500 = b'{"type":"https://httpstatuses.com/500"'
-MAX_EMULATOR_RETRIES = 3
+MAX_EMULATOR_RETRIES = 10
 EMULATOR_RETRIES: list = []
 
 
