@@ -3,7 +3,10 @@
 //! handler of its own route, `GET /orders/summary` ([`order_summary`]).
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
+use cqrs_model::{KeyValue, Model, ModelErrors, SortOp};
+use cqrs_problem::ApiError;
 use cqrs_routes::{Caller, Json, Problem, Store};
 use cqrs_store::query::{PartitionQuery, SortKeyRange};
 
@@ -17,6 +20,9 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[(
     "V1__model.sql",
     include_str!("../migrations/V1__model.sql"),
 )];
+
+/// [`MODEL`], parsed once per container: the route plans its read with it.
+static SHOP: LazyLock<Result<Model, ModelErrors>> = LazyLock::new(|| Model::parse(MODEL));
 
 /// An order's statuses, as the model's `order.status` enum names them.
 pub const ORDER_STATUSES: [&str; 5] = ["PENDING", "PAID", "SHIPPED", "DELIVERED", "CANCELLED"];
@@ -35,8 +41,32 @@ pub async fn order_summary(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    let mut query = PartitionQuery::new(format!("ORDER#{}", caller.tenant_code))
-        .range(SortKeyRange::Prefix("ORDER#".into()))
+    // The tenant's orders as the model's `orders` pattern reads them: its partition and sort key
+    // prefix come from the entity's key templates, never spelled out here.
+    let internal = |detail: String| Problem(ApiError::Internal(detail));
+    let model = SHOP
+        .as_ref()
+        .map_err(|e| internal(format!("the model: {e}")))?;
+    let plan = model
+        .query("orders", &caller.tenant_code, &[])
+        .map_err(|e| internal(format!("the orders pattern: {e}")))?;
+    let (pk, prefix) = match (plan.partitions.as_slice(), &plan.sort) {
+        ([partition], Some(sort)) => match (partition.as_slice(), &sort.op) {
+            ([KeyValue::S(pk)], SortOp::BeginsWith(prefix)) => (pk.clone(), prefix.clone()),
+            _ => {
+                return Err(internal(
+                    "the orders pattern is not one partition by prefix".into(),
+                ));
+            }
+        },
+        _ => {
+            return Err(internal(
+                "the orders pattern is not one partition by prefix".into(),
+            ));
+        }
+    };
+    let mut query = PartitionQuery::new(pk)
+        .range(SortKeyRange::Prefix(prefix))
         .limit(cqrs_store::query::MAX_PAGE_SIZE);
     query.live_at = Some(now);
     let mut by_status: BTreeMap<String, u64> =

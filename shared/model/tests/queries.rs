@@ -13,6 +13,7 @@ fn every_example_pattern_plans_a_query() {
     let model = Model::example();
     let cases: &[(&str, &[(&str, &str)])] = &[
         ("products", &[]),
+        ("orders", &[]),
         ("products_by_price", &[("category", "tools")]),
         ("orders_of_user", &[("userId", "u1")]),
         ("orders_by_status", &[("status", "PENDING")]),
