@@ -24,7 +24,14 @@
 //! - the relational read model's names fit PostgreSQL's identifiers (63 bytes, which PostgreSQL
 //!   would cut silently): an entity's table and its `<entity>_tenant_updated` index, an attribute's
 //!   column; no two attributes share a column (`code` is column `attr_code`, see
-//!   [`SQL_ENVELOPE_COLUMNS`]), and no entity takes a framework table's name (`cqrs_...`).
+//!   [`SQL_ENVELOPE_COLUMNS`]), and no entity takes a framework table's name (`cqrs_...`);
+//! - declared constraints ([`crate::Unique`], [`crate::Limit`], [`crate::Reference`]) can be kept
+//!   by guard items: their attributes are declared and not maps or lists, conditions name declared
+//!   enum/string/boolean attributes (of the target, for a reference) and known values, `at_most`
+//!   is 1 to 100, a reference's `key` covers the target's key attributes with the same types, a
+//!   common entity references no tenant entity, an attribute a target's head mirrors is bounded,
+//!   names are key-safe and distinct, `roles` lists are not empty, and one command adds at most
+//!   [`crate::MAX_CONSTRAINT_GUARDS`] guard items.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -649,33 +656,16 @@ fn check_entity(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
         }
         for (attr, values) in &ei.when {
             let field = format!("indexes.{}.when.{attr}", ei.index);
-            match entity.attributes.get(attr) {
-                None => errors.push(
-                    place,
-                    &field,
-                    format!("{attr:?} is not an attribute of the entity"),
-                ),
-                Some(a) if a.ty == AttrType::Enum => {
-                    for v in values {
-                        if !a.values.contains(v) {
-                            errors.push(
-                                place,
-                                &field,
-                                format!("{v:?} is not one of {attr}'s values {:?}", a.values),
-                            );
-                        }
-                    }
-                }
-                Some(a) if matches!(a.ty, AttrType::String | AttrType::Boolean) => {}
-                Some(a) => errors.push(
-                    place,
-                    &field,
-                    format!(
-                        "conditions take enum, string or boolean attributes, {attr:?} is a {}",
-                        a.ty.name()
-                    ),
-                ),
-            }
+            check_condition_attribute(
+                place,
+                &field,
+                entity,
+                "the entity",
+                attr,
+                values,
+                false,
+                errors,
+            );
             if values.is_empty() {
                 errors.push(
                     place,
@@ -684,6 +674,334 @@ fn check_entity(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
                 );
             }
         }
+    }
+    check_constraints(model, entity, errors);
+}
+
+/// One attribute of a condition (an index's `when`, a constraint's `when`/`unless`): declared by
+/// `owner` (the entity the condition reads; `whose` says it in the message), enum values known,
+/// of a type a condition can compare (enum, string, boolean). `booleans`: a boolean's values must
+/// be `"true"`/`"false"` (constraints; an index's `when` keeps its rule as it was).
+#[allow(clippy::too_many_arguments)]
+fn check_condition_attribute(
+    place: &str,
+    field: &str,
+    owner: &Entity,
+    whose: &str,
+    attr: &str,
+    values: &[String],
+    booleans: bool,
+    errors: &mut Errors<'_>,
+) {
+    match owner.attributes.get(attr) {
+        None => errors.push(
+            place,
+            field,
+            format!("{attr:?} is not an attribute of {whose}"),
+        ),
+        Some(a) if a.ty == AttrType::Enum => {
+            for v in values {
+                if !a.values.contains(v) {
+                    errors.push(
+                        place,
+                        field,
+                        format!("{v:?} is not one of {attr}'s values {:?}", a.values),
+                    );
+                }
+            }
+        }
+        Some(a) if a.ty == AttrType::Boolean && booleans => {
+            for v in values {
+                if v != "true" && v != "false" {
+                    errors.push(
+                        place,
+                        field,
+                        format!("{v:?}: {attr} is a boolean, compared as \"true\" or \"false\""),
+                    );
+                }
+            }
+        }
+        Some(a) if matches!(a.ty, AttrType::String | AttrType::Boolean) => {}
+        Some(a) => errors.push(
+            place,
+            field,
+            format!(
+                "conditions take enum, string or boolean attributes, {attr:?} is a {}",
+                a.ty.name()
+            ),
+        ),
+    }
+}
+
+/// A constraint's `when` and `unless` ([`crate::Condition`]), read on `owner`'s items.
+fn check_condition(
+    place: &str,
+    field: &str,
+    owner: &Entity,
+    whose: &str,
+    condition: &crate::Condition,
+    errors: &mut Errors<'_>,
+) {
+    for (part, map) in [("when", &condition.when), ("unless", &condition.unless)] {
+        for (attr, values) in map {
+            let field = format!("{field}.{part}.{attr}");
+            check_condition_attribute(place, &field, owner, whose, attr, values, true, errors);
+            if values.is_empty() {
+                errors.push(
+                    place,
+                    &field,
+                    if part == "when" {
+                        "an empty list never holds: give the values that count"
+                    } else {
+                        "an empty list excludes nothing: give the values that exclude, or remove it"
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// The declared constraints and write rule of an entity (`unique`, `limits`, `references`,
+/// `roles`): what a guard item in the command's transaction cannot enforce is refused here.
+fn check_constraints(model: &Model, entity: &Entity, errors: &mut Errors<'_>) {
+    let place = format!("entity `{}`", entity.name);
+    let place = place.as_str();
+    // Names: a guard item's key holds the constraint's name, so one name is one constraint.
+    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+    let kinds = entity
+        .unique
+        .iter()
+        .map(|u| ("unique", u.name.as_str()))
+        .chain(entity.limits.iter().map(|l| ("limits", l.name.as_str())))
+        .chain(
+            entity
+                .references
+                .iter()
+                .map(|r| ("references", r.name.as_str())),
+        );
+    for (kind, name) in kinds {
+        let field = format!("{kind}.{name}");
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            errors.push(
+                place,
+                &field,
+                "a constraint name is lower-case letters, digits and `_` (it is part of its guard items' keys)",
+            );
+        }
+        if let Some(other) = names.insert(name, kind) {
+            errors.push(
+                place,
+                &field,
+                format!(
+                    "`{other}.{name}` has the same name: constraints of one entity share guard-item \
+                     names, rename one"
+                ),
+            );
+        }
+    }
+    let value_attribute =
+        |field: &str, attr: &str, errors: &mut Errors<'_>| match entity.attributes.get(attr) {
+            None => errors.push(
+                place,
+                field,
+                format!("{attr:?} is not an attribute of the entity"),
+            ),
+            Some(a) if matches!(a.ty, AttrType::Map | AttrType::List) => errors.push(
+                place,
+                field,
+                format!(
+                    "{attr:?} is a {}: a constraint compares values, not maps or lists",
+                    a.ty.name()
+                ),
+            ),
+            Some(_) => {}
+        };
+    for unique in &entity.unique {
+        let field = format!("unique.{}.attributes", unique.name);
+        if unique.attributes.is_empty() {
+            errors.push(place, &field, "name at least one attribute");
+        }
+        let mut seen = BTreeSet::new();
+        for attr in &unique.attributes {
+            value_attribute(&field, attr, errors);
+            if !seen.insert(attr) {
+                errors.push(place, &field, format!("{attr:?} is named twice"));
+            }
+        }
+    }
+    for limit in &entity.limits {
+        let field = format!("limits.{}", limit.name);
+        let mut seen = BTreeSet::new();
+        for attr in &limit.per {
+            value_attribute(&format!("{field}.per"), attr, errors);
+            if !seen.insert(attr) {
+                errors.push(
+                    place,
+                    &format!("{field}.per"),
+                    format!("{attr:?} is named twice"),
+                );
+            }
+        }
+        check_condition(
+            place,
+            &field,
+            entity,
+            "the entity",
+            &limit.condition,
+            errors,
+        );
+    }
+    for reference in &entity.references {
+        let field = format!("references.{}", reference.name);
+        let Some(target) = model.entity(&reference.entity) else {
+            errors.push(
+                place,
+                &format!("{field}.entity"),
+                format!("there is no entity {:?}", reference.entity),
+            );
+            continue;
+        };
+        if entity.common && !target.common {
+            errors.push(
+                place,
+                &format!("{field}.entity"),
+                format!(
+                    "a common entity cannot reference the tenant entity `{}`: a common item has \
+                     no tenant to find it in (a tenant entity may reference its own tenant's and \
+                     common entities)",
+                    target.name
+                ),
+            );
+        }
+        let key_field = format!("{field}.key");
+        let target_keys = target.key_attribute_names();
+        for name in &target_keys {
+            if !reference.key.contains_key(*name) {
+                errors.push(
+                    place,
+                    &key_field,
+                    format!(
+                        "`{}`'s keys ({} / {}) use {name:?}: map it to an attribute of this entity \
+                         (`key = {{ {name} = \"...\" }}`)",
+                        target.name,
+                        target.pk.text(),
+                        target.sk.text()
+                    ),
+                );
+            }
+        }
+        for (target_attr, own) in &reference.key {
+            let field = format!("{key_field}.{target_attr}");
+            if !target_keys.contains(&target_attr.as_str()) {
+                errors.push(
+                    place,
+                    &field,
+                    format!(
+                        "{target_attr:?} is not an attribute of `{}`'s keys ({} / {})",
+                        target.name,
+                        target.pk.text(),
+                        target.sk.text()
+                    ),
+                );
+                continue;
+            }
+            let Some(theirs) = target.attributes.get(target_attr) else {
+                errors.push(
+                    place,
+                    &field,
+                    format!(
+                        "{target_attr:?} is not a declared attribute of `{}` (`createdAt` is set \
+                         by the server: a reference cannot name an item whose key holds it)",
+                        target.name
+                    ),
+                );
+                continue;
+            };
+            match entity.attributes.get(own) {
+                None => errors.push(
+                    place,
+                    &field,
+                    format!("{own:?} is not an attribute of the entity"),
+                ),
+                Some(ours) if ours.ty != theirs.ty => errors.push(
+                    place,
+                    &field,
+                    format!(
+                        "{own:?} is a {} but `{}`.{target_attr} is a {}: the types must be the same",
+                        ours.ty.name(),
+                        target.name,
+                        theirs.ty.name()
+                    ),
+                ),
+                Some(_) => {}
+            }
+        }
+        let whose = format!("the target entity `{}`", target.name);
+        check_condition(place, &field, target, &whose, &reference.condition, errors);
+        // What the target's head mirrors must be small: an enum, a boolean, a bounded string.
+        for attr in reference.condition.attributes() {
+            if let Some(a) = target.attributes.get(attr)
+                && a.ty == AttrType::String
+                && a.max.is_none()
+            {
+                let part = if reference.condition.when.contains_key(attr) {
+                    "when"
+                } else {
+                    "unless"
+                };
+                errors.push(
+                    place,
+                    &format!("{field}.{part}.{attr}"),
+                    format!(
+                        "`{}`.{attr} is mirrored on its items' heads for this condition: declare \
+                         its `max` (an enum, a boolean or a string with `max`)",
+                        target.name
+                    ),
+                );
+            }
+        }
+    }
+    for (op, roles) in [
+        ("create", &entity.roles.create),
+        ("update", &entity.roles.update),
+        ("delete", &entity.roles.delete),
+    ] {
+        let Some(roles) = roles else { continue };
+        let field = format!("roles.{op}");
+        if roles.is_empty() {
+            errors.push(
+                place,
+                &field,
+                "an empty list would let nobody but a system_admin write: name the roles, or remove it",
+            );
+        }
+        for role in roles {
+            if role.is_empty() || role.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                errors.push(
+                    place,
+                    &field,
+                    format!("{role:?} is not a role name (no spaces, no control characters)"),
+                );
+            }
+        }
+    }
+    let budget = crate::guard_budget(entity);
+    if budget > crate::MAX_CONSTRAINT_GUARDS {
+        errors.push(
+            place,
+            "unique, limits, references",
+            format!(
+                "one command of the entity can add {budget} guard items (2 per unique, 2 per \
+                 limit, 1 per reference): a transaction holds 100 items and every command writes \
+                 3 of its own (version row, head, idempotency record), so at most 100 - 3 = {} \
+                 guard items",
+                crate::MAX_CONSTRAINT_GUARDS
+            ),
+        );
     }
 }
 

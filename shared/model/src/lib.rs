@@ -40,12 +40,14 @@
 mod attribute;
 mod check;
 mod cloudformation;
+mod constraints;
 mod derive;
 mod lang;
 mod lint;
 mod model;
 mod query;
 mod routes;
+pub mod rust;
 mod spec;
 mod template;
 mod value;
@@ -54,8 +56,14 @@ pub use attribute::{
     AttrType, Attribute, Case, TIMESTAMP_WIDTH, format_timestamp, parse_timestamp,
 };
 pub use check::{MAX_GSIS, MAX_MULTI_ATTRIBUTES, SQL_ENVELOPE_COLUMNS, SQL_IDENTIFIER_BYTES};
+pub use constraints::{
+    Condition, Limit, MAX_AT_MOST, MAX_CONSTRAINT_GUARDS, Reference, Scope, Unique, WriteOp,
+    WriteRule, guard_budget,
+};
 pub use derive::{DeriveError, DerivedKeys, ItemView};
-pub use lint::{Finding, LintReport, MAX_KEY_PARTS, RULES, Severity, lint, lint_source};
+pub use lint::{
+    Finding, LARGE_GUARD_AT_MOST, LintReport, MAX_KEY_PARTS, RULES, Severity, lint, lint_source,
+};
 pub use model::{
     CREATED_AT, DEFAULT_TENANT_MAX, EXAMPLE_TOML, Entity, EntityIndex, ITEM_FIELDS, Index, KeyAttr,
     KeyType, Model, ModelError, ModelErrors, Pattern, Projection, ReadRule, SortCondition,

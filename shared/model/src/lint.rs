@@ -15,7 +15,15 @@
 //! - `unsharded-index-partition` (error for large or write-heavy entities, else warning): a GSI
 //!   partition that is the same for every item of a tenant (`ALL#{tenant}`) without `{shard:N}`;
 //! - `declaration` (error): `size` or `writes` with a value the lint does not know;
-//! - `unused-allow` (warning): an exception that names an unknown rule or one that no longer fires.
+//! - `unused-allow` (warning): an exception that names an unknown rule or one that no longer fires;
+//! - `hot-guard` (error for `writes = "high"`, else warning): a limit whose `per` is empty or only
+//!   enum and boolean attributes: every counted write of the tenant (or of one enum value) is a
+//!   transaction on one guard item, and concurrent transactions on one item are cancelled
+//!   (`TransactionConflict`, a 409 to the client) long before a partition's 1,000 WCU/s;
+//! - `unique-low-cardinality` (warning): a unique over only enum and boolean attributes admits a
+//!   handful of live items per tenant;
+//! - `large-guard` (warning): a limit with `at_most` over [`LARGE_GUARD_AT_MOST`]: its guard item
+//!   holds a member token per counted item, over 1 KB (each guard write costs 2 WCU per KB).
 //!
 //! A deliberate exception is written next to the entity, with its reason:
 //! `allow.low-cardinality-partition = "why this is fine here"`. Allowed findings are still
@@ -61,7 +69,28 @@ pub const RULES: &[(&str, &str)] = &[
         UNUSED_ALLOW,
         "an exception that names an unknown rule or one that does not fire",
     ),
+    (
+        HOT_GUARD,
+        "a limit grouped by nothing or only by enums and booleans: one guard item takes every counted write",
+    ),
+    (
+        UNIQUE_LOW_CARDINALITY,
+        "a unique over only enum and boolean attributes admits a handful of items",
+    ),
+    (
+        LARGE_GUARD,
+        "a limit's at_most over 40: its guard item grows over 1 KB",
+    ),
 ];
+
+/// A limit with an `at_most` over this is the `large-guard` warning: its guard item holds one
+/// 22-character member token per counted item, so 40 of them and the item's own attributes make
+/// about 1 KB, the unit of a write's cost.
+///
+/// ```
+/// assert_eq!(cqrs_model::LARGE_GUARD_AT_MOST, 40);
+/// ```
+pub const LARGE_GUARD_AT_MOST: u32 = 40;
 
 const LOW_CARDINALITY: &str = "low-cardinality-partition";
 const SEQUENTIAL: &str = "sequential-partition";
@@ -70,6 +99,9 @@ const COMPLEX: &str = "complex-key";
 const UNSHARDED_INDEX: &str = "unsharded-index-partition";
 const DECLARATION: &str = "declaration";
 const UNUSED_ALLOW: &str = "unused-allow";
+const HOT_GUARD: &str = "hot-guard";
+const UNIQUE_LOW_CARDINALITY: &str = "unique-low-cardinality";
+const LARGE_GUARD: &str = "large-guard";
 
 /// How bad a finding is: an error fails the lint (unless allowed), a warning does not.
 ///
@@ -229,6 +261,7 @@ pub fn lint(model: &Model) -> Vec<Finding> {
     for entity in model.entities() {
         let mut own = Vec::new();
         lint_entity(entity, &mut own);
+        lint_constraints(entity, &mut own);
         apply_allows(entity, &mut own);
         findings.extend(own);
     }
@@ -471,6 +504,107 @@ fn lint_entity(entity: &Entity, findings: &mut Vec<Finding>) {
                 },
                 format!("{field} = {value:?} is not one of {known:?}"),
                 format!("write {field} = {:?} or {:?}", known[0], known[1]),
+            );
+        }
+    }
+}
+
+/// Whether every attribute of `names` takes a handful of values (an enum, a boolean).
+fn only_few_values(entity: &Entity, names: &[String]) -> bool {
+    names.iter().all(|name| {
+        entity
+            .attributes
+            .get(name)
+            .is_some_and(|a| matches!(a.ty, AttrType::Enum | AttrType::Boolean))
+    })
+}
+
+/// `[a, b]` as the model file writes a list of names.
+fn name_list(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// The rules on declared constraints: `hot-guard`, `unique-low-cardinality`, `large-guard`.
+fn lint_constraints(entity: &Entity, findings: &mut Vec<Finding>) {
+    let mut push =
+        |rule, severity, field: String, template: String, message: String, fix: String| {
+            findings.push(Finding {
+                rule,
+                severity,
+                entity: entity.name.clone(),
+                field,
+                template,
+                message,
+                fix,
+                allowed: None,
+            })
+        };
+    for limit in &entity.limits {
+        let field = format!("limits.{}", limit.name);
+        let template = format!("per = {}", name_list(&limit.per));
+        if only_few_values(entity, &limit.per) {
+            let (severity, why) = if entity.writes.as_deref() == Some("high") {
+                (Severity::Error, " (the entity is declared write-heavy)")
+            } else {
+                (Severity::Warning, "")
+            };
+            let groups = if limit.per.is_empty() {
+                "one group per tenant".to_string()
+            } else {
+                format!(
+                    "a handful of groups per tenant ({} only enums and booleans)",
+                    name_list(&limit.per)
+                )
+            };
+            push(
+                HOT_GUARD,
+                severity,
+                field.clone(),
+                template.clone(),
+                format!(
+                    "{groups}: every counted write goes through one guard item, and concurrent \
+                     transactions on one item are cancelled (TransactionConflict, a 409 to the \
+                     client) well before a partition's 1,000 WCU/s{why}"
+                ),
+                "group by a high-cardinality attribute (an owner, a member), or keep the count \
+                 out of the write path"
+                    .into(),
+            );
+        }
+        if limit.at_most > LARGE_GUARD_AT_MOST {
+            push(
+                LARGE_GUARD,
+                Severity::Warning,
+                field,
+                template,
+                format!(
+                    "at_most = {}: the guard item holds a member token per counted item, over 1 KB \
+                     past {LARGE_GUARD_AT_MOST} members, and every counted write rewrites it (2 WCU \
+                     per KB in a transaction)",
+                    limit.at_most
+                ),
+                format!(
+                    "keep at_most at {LARGE_GUARD_AT_MOST} or less, or count in the read model"
+                ),
+            );
+        }
+    }
+    for unique in &entity.unique {
+        if !unique.attributes.is_empty() && only_few_values(entity, &unique.attributes) {
+            push(
+                UNIQUE_LOW_CARDINALITY,
+                Severity::Warning,
+                format!("unique.{}", unique.name),
+                format!("attributes = {}", name_list(&unique.attributes)),
+                format!(
+                    "{} only enums and booleans: at most as many live items as their values \
+                     combine ({} scope)",
+                    name_list(&unique.attributes),
+                    unique.scope.as_str()
+                ),
+                "add the attribute that tells the items apart (an id, a name), or use a limit"
+                    .into(),
             );
         }
     }

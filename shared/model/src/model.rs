@@ -8,7 +8,10 @@ use std::fmt;
 use cqrs_keys::fnv1a_64;
 
 use crate::attribute::{AttrType, Attribute, Case};
-use crate::spec::{RawIndexKey, RawModel, RawProjection};
+use crate::constraints::{Condition, Limit, Reference, Scope, Unique, WriteRule};
+use crate::spec::{
+    RawIndexKey, RawLimit, RawModel, RawNames, RawProjection, RawReference, RawRoles, RawUnique,
+};
 use crate::template::Template;
 
 /// The largest tenant code the model assumes when it computes key lengths, unless `[model]` says
@@ -302,6 +305,14 @@ pub struct Entity {
     pub writes: Option<String>,
     /// Deliberate exceptions to the key-design lint (`allow.<rule> = "reason"`): rule id to reason.
     pub allow: BTreeMap<String, String>,
+    /// Unique constraints (`unique.<name>`), by name.
+    pub unique: Vec<Unique>,
+    /// Bounded counts (`limits.<name>`), by name.
+    pub limits: Vec<Limit>,
+    /// References to other entities' items (`references.<name>`), by name.
+    pub references: Vec<Reference>,
+    /// Who may create, update and delete (`roles`); empty: every caller of the tenant.
+    pub roles: WriteRule,
 }
 
 /// Who may read a common entity through the query handler's generic routes (`/items/...`,
@@ -671,6 +682,92 @@ impl Model {
     }
 }
 
+type Constraints = (Vec<Unique>, Vec<Limit>, Vec<Reference>, WriteRule);
+
+/// The constraints and write rule of one entity, as declared; what can be refused without the rest
+/// of the model (a scope, an `at_most` out of range) is refused here, the rest by the model check.
+fn build_constraints(
+    place: &str,
+    unique: BTreeMap<String, RawUnique>,
+    limits: BTreeMap<String, RawLimit>,
+    references: BTreeMap<String, RawReference>,
+    roles: Option<RawRoles>,
+    err: &mut impl FnMut(String, &str, String),
+) -> Constraints {
+    let unique = unique
+        .into_iter()
+        .map(|(name, u)| {
+            let scope = match u.scope.as_deref() {
+                None => Scope::Tenant,
+                Some(text) => Scope::parse(text).unwrap_or_else(|| {
+                    err(
+                        place.to_string(),
+                        &format!("unique.{name}.scope"),
+                        format!("{text:?} is not \"tenant\" or \"global\""),
+                    );
+                    Scope::Tenant
+                }),
+            };
+            Unique {
+                attributes: u.attributes.into_vec(),
+                name,
+                scope,
+            }
+        })
+        .collect();
+    let limits = limits
+        .into_iter()
+        .map(|(name, l)| {
+            let at_most = match u32::try_from(l.at_most) {
+                Ok(n) if (1..=crate::constraints::MAX_AT_MOST).contains(&n) => n,
+                _ => {
+                    err(
+                        place.to_string(),
+                        &format!("limits.{name}.at_most"),
+                        format!(
+                            "{} is not from 1 to {}: a limit's guard item holds the set of its \
+                             members, at most {} of them",
+                            l.at_most,
+                            crate::constraints::MAX_AT_MOST,
+                            crate::constraints::MAX_AT_MOST
+                        ),
+                    );
+                    0
+                }
+            };
+            Limit {
+                per: l.per.map(RawNames::into_vec).unwrap_or_default(),
+                condition: Condition {
+                    when: l.when,
+                    unless: l.unless,
+                },
+                at_most,
+                name,
+            }
+        })
+        .collect();
+    let references = references
+        .into_iter()
+        .map(|(name, r)| Reference {
+            entity: r.entity,
+            key: r.key.unwrap_or_default(),
+            condition: Condition {
+                when: r.when,
+                unless: r.unless,
+            },
+            name,
+        })
+        .collect();
+    let roles = roles
+        .map(|r| WriteRule {
+            create: r.create,
+            update: r.update,
+            delete: r.delete,
+        })
+        .unwrap_or_default();
+    (unique, limits, references, roles)
+}
+
 fn build(mut raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
     let routes = crate::routes::build(std::mem::take(&mut raw.routes), errors);
     let mut err = |place: String, field: &str, message: String| {
@@ -828,6 +925,8 @@ fn build(mut raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
             }
             rule
         });
+        let (unique, limits, references, roles) =
+            build_constraints(&place, e.unique, e.limits, e.references, e.roles, &mut err);
         let (Some(pk), Some(sk)) = (pk, sk) else {
             continue;
         };
@@ -852,7 +951,38 @@ fn build(mut raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
             size: e.size,
             writes: e.writes,
             allow: e.allow,
+            unique,
+            limits,
+            references,
+            roles,
         });
+    }
+    // A reference without `key` names the target's key attributes by the same names.
+    let defaults: Vec<(usize, usize, BTreeMap<String, String>)> = entities
+        .iter()
+        .enumerate()
+        .flat_map(|(e, entity)| {
+            entity
+                .references
+                .iter()
+                .enumerate()
+                .map(move |(r, reference)| (e, r, reference))
+        })
+        .filter(|(_, _, reference)| reference.key.is_empty())
+        .filter_map(|(e, r, reference)| {
+            let target = entities.iter().find(|t| t.name == reference.entity)?;
+            let key = target
+                .key_attribute_names()
+                .into_iter()
+                .map(|name| (name.to_string(), name.to_string()))
+                .collect();
+            Some((e, r, key))
+        })
+        .collect();
+    for (e, r, key) in defaults {
+        if let Some(reference) = entities.get_mut(e).and_then(|x| x.references.get_mut(r)) {
+            reference.key = key;
+        }
     }
 
     let mut patterns = Vec::new();

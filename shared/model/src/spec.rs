@@ -95,6 +95,78 @@ pub(crate) struct RawEntity {
     /// Deliberate exceptions to the key-design lint: rule id to the reason.
     #[serde(default)]
     pub allow: BTreeMap<String, String>,
+    /// `unique.<name> = { attributes = ..., scope = ... }` ([`crate::Unique`]).
+    #[serde(default)]
+    pub unique: BTreeMap<String, RawUnique>,
+    /// `limits.<name> = { per = ..., when = ..., unless = ..., at_most = N }` ([`crate::Limit`]).
+    #[serde(default)]
+    pub limits: BTreeMap<String, RawLimit>,
+    /// `references.<name> = { entity = ..., key = ..., when = ..., unless = ... }`
+    /// ([`crate::Reference`]).
+    #[serde(default)]
+    pub references: BTreeMap<String, RawReference>,
+    /// `roles = { create = [...], update = [...], delete = [...] }` ([`crate::WriteRule`]).
+    pub roles: Option<RawRoles>,
+}
+
+/// One name or a list of names (`"email"` or `["isbn", "copyNo"]`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawNames {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl RawNames {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            RawNames::One(name) => vec![name],
+            RawNames::Many(names) => names,
+        }
+    }
+}
+
+/// `unique.<name>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUnique {
+    pub attributes: RawNames,
+    pub scope: Option<String>,
+}
+
+/// `limits.<name>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimit {
+    pub per: Option<RawNames>,
+    #[serde(default)]
+    pub when: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub unless: BTreeMap<String, Vec<String>>,
+    /// Read wide, so that 0 or a negative number is the model check's error naming the field.
+    pub at_most: i64,
+}
+
+/// `references.<name>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReference {
+    pub entity: String,
+    /// Target key attribute -> this entity's attribute; absent: the same names.
+    pub key: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub when: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub unless: BTreeMap<String, Vec<String>>,
+}
+
+/// `roles`: who may write (an unknown operation is refused as an unknown field).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoles {
+    pub create: Option<Vec<String>>,
+    pub update: Option<Vec<String>>,
+    pub delete: Option<Vec<String>>,
 }
 
 /// `[entities.<name>.attributes]`: one attribute.
