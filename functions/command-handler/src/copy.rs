@@ -303,7 +303,18 @@ async fn publish(
     heads: HeadKnowledge,
 ) -> Result<i64, ApiError> {
     let entity = entity::resolve(&app.model, input, &audit.caller, Mode::Replace, &audit.now)?;
+    // The copied entity's write roles: a create or an update (the copy never deletes).
+    if let Some(model_entity) = entity {
+        let op = if input.version == 0 {
+            cqrs_model::WriteOp::Create
+        } else {
+            cqrs_model::WriteOp::Update
+        };
+        crate::roles::check(model_entity.entity, &audit.caller, op)?;
+    }
+    crate::ttl_policy::refuse_policy_write(&app.model, input)?;
     crate::ttl_policy::apply(app, input, entity).await?;
+    crate::ttl_policy::refuse_policy_found(entity, input)?;
     // The entity's command hook applies to copies too: no path writes around a service's rule.
     let rules = app.rules(entity);
     match publish_command(&app.store, input, Mode::Replace, audit, rules, None, heads).await? {

@@ -3,7 +3,9 @@
 //! A request goes through these steps, each of which may refuse it before anything is written:
 //! route and method, the caller (JWT claims, or local headers with `CALLER_MODE=local`), the body
 //! ([`input`], after a size check: over [`MAX_BODY_BYTES`] is a 413 before parsing), the derived
-//! key limits, the tenant rules, the idempotency key; then [`publish`] writes one new version, the
+//! key limits, the tenant rules, the entity's write roles ([`roles`], before any read), the TTL rules
+//! of constrained entities ([`ttl_policy`]), the idempotency key; then [`publish`] writes one new
+//! version (with the guards of the model's declared [`constraints`]), the
 //! item's head record and the idempotency record in one conditional transaction. The answer is
 //! `202` with `id, pk, sk, version` of the stored command, or an RFC 9457 problem document.
 //!
@@ -22,6 +24,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod constraints;
 pub mod copy;
 pub mod entity;
 pub mod fingerprint;
@@ -29,6 +32,7 @@ pub mod heads;
 pub mod hooks;
 pub mod input;
 pub mod publish;
+pub mod roles;
 pub mod sequence;
 pub mod ttl_policy;
 
@@ -103,6 +107,7 @@ impl App {
         publish::Rules {
             entity,
             hook: entity.and_then(|e| self.hooks.get(&e.entity.name)),
+            model: Some(&self.model),
         }
     }
 
@@ -110,7 +115,8 @@ impl App {
     ///
     /// # Errors
     ///
-    /// A hook registered for an entity the model does not have ([`hooks::Hooks::check`]).
+    /// A hook registered for an entity the model does not have, or two hooks on one entity
+    /// ([`hooks::Hooks::check`]): a cold start fails naming the entity.
     ///
     /// ```
     /// # async fn demo(store: cqrs_store::Store) {
@@ -171,7 +177,8 @@ pub async fn run(model: &str) -> Result<(), lambda_http::Error> {
 ///
 /// # Errors
 ///
-/// As [`run`], and a hook registered for an entity the model does not have.
+/// As [`run`], and a hook registered for an entity the model does not have or two hooks on one
+/// entity ([`hooks::Hooks::check`]).
 pub async fn run_with_hooks(model: &str, hooks: hooks::Hooks) -> Result<(), lambda_http::Error> {
     use cqrs_store::Tables;
     use cqrs_store::client::{InitClock, client_from_env};
@@ -294,10 +301,16 @@ async fn handle_command(
         ));
     }
     caller.authorize_write(&input.pk)?;
+    // Who may write the entity, from the request alone: before any read.
+    roles::check_request(entity, &caller, &input)?;
+    // A TTL removal frees no guard: a constrained entity's versions do not expire.
+    ttl_policy::refuse_own_ttl(entity, &input)?;
+    ttl_policy::refuse_policy_write(&app.model, &input)?;
     let idempotency_key = idempotency_key(request)?;
     // The TTL policy and the heads state, both cached per container: on a warm container neither
     // reads; a cold one reads both in one BatchGetItem.
     let heads = heads::prepare(app, &mut input, entity).await?;
+    ttl_policy::refuse_policy_found(entity, &input)?;
     let audit = Audit {
         ip: source_ip(request),
         request_id: idempotency_key.unwrap_or(request_id).to_string(),

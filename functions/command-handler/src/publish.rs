@@ -12,6 +12,11 @@
 //! | `version: N` (POST, PATCH) | the base version's row (its `createdAt`, `createdBy`, `createdIp`, `seq`; for PATCH its content) | 2 |
 //! | `version: -1` | the head, then the base row | 3 |
 //!
+//! The guards of the constraints the model declares (`unique`, `limits`, `references`:
+//! [`crate::constraints`]) ride in the same transaction, computed from the base version these reads
+//! already give: a constrained command makes the same round trips, and a refusal of one is named
+//! by its failed condition's `ALL_OLD`, without a read.
+//!
 //! A failed head condition returns the current head (`ALL_OLD`), so a 409 names
 //! `currentVersion` without a read; a failed idempotency condition returns the first request's
 //! record, so a retry is answered from it without a read.
@@ -30,6 +35,7 @@ use cqrs_keys::{
 use cqrs_problem::ApiError;
 use cqrs_store::{IdempotencyRecord, Store, StoreError};
 
+use crate::constraints::{self, Refusal};
 use crate::entity::{ModelEntity, apply};
 use crate::hooks::{CommandHook, HookCommand};
 use crate::input::CommandInput;
@@ -130,6 +136,8 @@ pub struct Rules<'a> {
     pub entity: Option<ModelEntity<'a>>,
     /// The service's command hook on that entity ([`crate::hooks`]).
     pub hook: Option<&'a dyn CommandHook>,
+    /// The service's model, for the hook's reads ([`crate::hooks::HookReader`]).
+    pub model: Option<&'a cqrs_model::Model>,
 }
 
 impl std::fmt::Debug for Rules<'_> {
@@ -155,7 +163,11 @@ pub async fn publish_command(
     idempotency: Option<&IdempotencyRecord>,
     heads: HeadKnowledge,
 ) -> Result<Published, ApiError> {
-    let Rules { entity, hook } = rules;
+    let Rules {
+        entity,
+        hook,
+        model,
+    } = rules;
     let latest_wanted = input.version == VERSION_LATEST;
     let attempts = if latest_wanted { LATEST_RETRIES } else { 1 };
     // A key holding a ULID made for this command names an item with no stored version.
@@ -178,21 +190,25 @@ pub async fn publish_command(
         }
         let (previous, base) = Box::pin(plan(store, input, mode, heads)).await?;
         let mut item = build_item(input, mode, previous, base.as_ref(), audit, entity)?;
-        let guards = match hook {
+        // The operation the request could not show (a `version: -1` create or update, a restore
+        // without `isDeleted`), now that the base is known: before the hook and the write.
+        crate::roles::check_transition(entity, &audit.caller, previous, base.as_ref(), &item)?;
+        let hook_guards = match hook {
             Some(hook) => {
-                let guards =
-                    run_hook(hook, store, &audit.caller, entity, &mut item, base.as_ref()).await?;
-                let keys = CommandKeys {
-                    tables: store.tables(),
-                    pk: &item.pk,
-                    sk: &item.sk,
-                    record: idempotency.map(|r| r.key.as_str()),
+                let hooked = Hooked {
+                    hook,
+                    model,
+                    entity,
                 };
-                guard::prepare(guards, &keys).map_err(|e| hook_fault(entity, e))?
+                run_hook(hooked, store, &audit.caller, &mut item, base.as_ref()).await?
             }
             None => Vec::new(),
         };
-        let (guards, refusals): (Vec<Guard>, Vec<ApiError>) = guards.into_iter().unzip();
+        // The declared constraints' guards, from the base to the item as the hook left it; then
+        // the hook's.
+        let declared = constraints::plan(model, entity, &item, base.as_ref(), previous)?;
+        let (guards, refusals, mirror) =
+            prepare_guards(store, &item, idempotency, entity, declared, hook_guards)?;
         let record = idempotency.map(|r| IdempotencyRecord {
             item_pk: item.pk.clone(),
             item_sk: item.sk.clone(),
@@ -201,14 +217,20 @@ pub async fn publish_command(
             ..r.clone()
         });
         match store
-            .write_version_guarded(&item, previous, record.as_ref(), &guards)
+            .write_version_constrained(&item, previous, record.as_ref(), &guards, mirror.as_ref())
             .await
         {
             Ok(()) => return Ok(Published::Stored(Box::new(item))),
-            Err(StoreError::GuardFailed { index }) => {
-                return Err(refusals.get(index).cloned().unwrap_or_else(|| {
-                    ApiError::Internal(format!("guard {index} failed, and no hook added it"))
-                }));
+            Err(StoreError::GuardFailed { index, old }) => {
+                return Err(match (refusals.get(index), model) {
+                    (Some(Refusal::Hook(refusal)), _) => refusal.clone(),
+                    (Some(Refusal::Declared(violation)), Some(model)) => {
+                        constraints::refusal(model, violation, old.as_ref())
+                    }
+                    _ => ApiError::Internal(format!(
+                        "guard {index} failed, and neither the model nor a hook added it"
+                    )),
+                });
             }
             Err(StoreError::IdempotencyReplay(first)) => return Ok(Published::Replay(first)),
             Err(StoreError::IdempotencyKeyTaken(_)) => return Ok(Published::KeyTaken),
@@ -557,21 +579,90 @@ fn hook_fault(entity: Option<ModelEntity<'_>>, error: guard::GuardError) -> ApiE
     ApiError::Internal(format!("the command hook of entity {name}: {error}"))
 }
 
+/// The guards of the transaction, declared first then the hook's, through [`guard::prepare`], with
+/// what each answers when it fails, and the head mirror of a referenced entity.
+fn prepare_guards(
+    store: &Store,
+    item: &Item,
+    idempotency: Option<&IdempotencyRecord>,
+    entity: Option<ModelEntity<'_>>,
+    declared: cqrs_store::constraints::ConstraintPlan,
+    hook_guards: Vec<(Guard, ApiError)>,
+) -> Result<PreparedGuards, ApiError> {
+    let hooked = !hook_guards.is_empty();
+    let guards: Vec<(Guard, Refusal)> = declared
+        .guards
+        .into_iter()
+        .map(|(guard, violation)| (guard, Refusal::Declared(violation)))
+        .chain(
+            hook_guards
+                .into_iter()
+                .map(|(guard, refusal)| (guard, Refusal::Hook(refusal))),
+        )
+        .collect();
+    if guards.is_empty() {
+        return Ok((Vec::new(), Vec::new(), declared.mirror));
+    }
+    let keys = CommandKeys {
+        tables: store.tables(),
+        pk: &item.pk,
+        sk: &item.sk,
+        record: idempotency.map(|r| r.key.as_str()),
+    };
+    let prepared = guard::prepare(guards, &keys).map_err(|e| {
+        if hooked {
+            hook_fault(entity, e)
+        } else {
+            let name = entity.map_or("?", |e| e.entity.name.as_str());
+            ApiError::Internal(format!("the declared constraints of entity {name}: {e}"))
+        }
+    })?;
+    let (guards, refusals) = prepared.into_iter().unzip();
+    Ok((guards, refusals, declared.mirror))
+}
+
+/// The guards of a transaction, what each answers when it fails, and the head mirror.
+type PreparedGuards = (
+    Vec<Guard>,
+    Vec<Refusal>,
+    Option<cqrs_store::guard::HeadMirror>,
+);
+
+/// A command hook and what it runs with.
+struct Hooked<'a> {
+    hook: &'a dyn CommandHook,
+    model: Option<&'a cqrs_model::Model>,
+    entity: Option<ModelEntity<'a>>,
+}
+
 /// Runs the entity's command hook on the new version `item` (built on `base`), then the model's
 /// checks and index keys again; answers the guards the hook added, each with its refusal. The
 /// hook may change attributes only: one whose change moves the item's keys is a fault of the hook.
 async fn run_hook(
-    hook: &dyn CommandHook,
+    hooked: Hooked<'_>,
     store: &Store,
     caller: &Caller,
-    entity: Option<ModelEntity<'_>>,
     item: &mut Item,
     base: Option<&Item>,
 ) -> Result<Vec<(Guard, ApiError)>, ApiError> {
+    let Hooked {
+        hook,
+        model,
+        entity,
+    } = hooked;
     let before = (item.pk.clone(), item.sk.clone());
-    let mut command = HookCommand::new(caller, store, item, base);
+    let mut guards = Vec::new();
+    let mut command = HookCommand::running(
+        caller,
+        store,
+        model,
+        entity.map(|e| e.entity),
+        item,
+        base,
+        &mut guards,
+    );
     hook.before_write(&mut command).await?;
-    let guards = command.into_guards();
+    drop(command);
     finish_item(entity, item).map_err(|e| match e {
         ApiError::BadRequest { detail, .. } => ApiError::Internal(format!(
             "the command hook left an item the model refuses: {detail}"

@@ -8,6 +8,12 @@
 //! policy, one read per tenant and table per minute does. A changed policy applies to new
 //! versions within that time; versions already written keep their `ttl`. A command that reads
 //! its policy reads the heads state with it, in one `BatchGetItem` ([`crate::heads::prepare`]).
+//!
+//! An entity with `unique` or `limits` takes no TTL: a TTL removal is not a transaction, so it
+//! would never free the guard items its versions hold. A command of such an entity with its own
+//! `ttl` is a 400 ([`refuse_own_ttl`]); writing a live TTL policy for it is a 422
+//! ([`refuse_policy_write`]); a policy found for it anyway (written around the handler) refuses
+//! its commands with a 500 whose logged detail names the policy to remove ([`refuse_policy_found`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -112,6 +118,112 @@ pub async fn apply(
     };
     set(input, policy);
     Ok(())
+}
+
+/// Whether versions of `entity` must not expire: it has `unique` or `limits`, whose guard items a
+/// TTL removal (not a transaction) would never free.
+fn is_constrained(entity: &cqrs_model::Entity) -> bool {
+    !(entity.unique.is_empty() && entity.limits.is_empty())
+}
+
+/// The constraints of `entity` that forbid a TTL, by name.
+fn constraint_names(entity: &cqrs_model::Entity) -> String {
+    entity
+        .unique
+        .iter()
+        .map(|u| u.name.as_str())
+        .chain(entity.limits.iter().map(|l| l.name.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A command of an entity with `unique` or `limits` that gives its own `ttl`: a 400 (a TTL
+/// removal frees no guard). `"ttl": null` is taken.
+///
+/// # Errors
+///
+/// 400 naming `ttl`, the entity and its constraints.
+pub fn refuse_own_ttl(
+    entity: Option<ModelEntity<'_>>,
+    input: &CommandInput,
+) -> Result<(), ApiError> {
+    match (entity, &input.ttl) {
+        (Some(entity), Patch::Value(_)) if is_constrained(entity.entity) => {
+            Err(ApiError::bad_field(
+                "ttl",
+                format!(
+                    "entity {} has constraints ({}): a TTL removal frees no guard, so its \
+                     versions do not expire",
+                    entity.entity.name,
+                    constraint_names(entity.entity)
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A TTL policy found for an entity with `unique` or `limits` (set on `input` by
+/// [`crate::heads::prepare`]): a 500 whose logged detail says to remove it; nothing is written.
+///
+/// # Errors
+///
+/// 500 naming the policy to remove.
+pub fn refuse_policy_found(
+    entity: Option<ModelEntity<'_>>,
+    input: &CommandInput,
+) -> Result<(), ApiError> {
+    match (entity, &input.ttl) {
+        (Some(entity), Patch::Value(_)) if is_constrained(entity.entity) => {
+            Err(ApiError::Internal(format!(
+                "entity {} has constraints ({}) and a TTL policy applies to it: remove the TTL \
+                 policy MASTER#{} / TTL#{} (or common's); a TTL removal frees no guard",
+                entity.entity.name,
+                constraint_names(entity.entity),
+                tenant_code(&input.pk).unwrap_or("?"),
+                entity.entity.name
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A command writing a live TTL policy (`MASTER#tenant` / `TTL#<entity>`) for an entity with
+/// `unique` or `limits`: a 422 (its versions must not expire). Deleting such a policy is taken.
+///
+/// # Errors
+///
+/// 422 `urn:cqrs:problem:ttl-policy-refused` naming the entity and its constraints.
+pub fn refuse_policy_write(
+    model: &cqrs_model::Model,
+    input: &CommandInput,
+) -> Result<(), ApiError> {
+    if input.is_deleted == Some(true) {
+        return Ok(());
+    }
+    let Ok((cqrs_keys::MASTER_PK_PREFIX, _)) = parse_entity_key(&input.pk) else {
+        return Ok(());
+    };
+    let Some(table) = input
+        .sk
+        .strip_prefix(cqrs_keys::TTL_SK_PREFIX)
+        .and_then(|rest| rest.strip_prefix('#'))
+    else {
+        return Ok(());
+    };
+    match model.entity(table) {
+        Some(entity) if is_constrained(entity) => Err(ApiError::refused(
+            422,
+            "urn:cqrs:problem:ttl-policy-refused",
+            "TTL policy refused",
+            format!(
+                "entity {table} has constraints ({}): a TTL removal frees no guard, so its \
+                 versions may not expire and it takes no TTL policy",
+                constraint_names(entity)
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! | `POST` / `PATCH` on version N | 2 |
 //! | `version: -1` | 3 |
 //! | any of these with an `Idempotency-Key` (and its retry) | +0 |
+//! | a constrained create (a unique claim; a limit join and a reference check) | 1 |
+//! | a constrained `version: N` (a unique value moved; a limit left) | 2 |
 //! | a 409 on a create | 1 |
 //! | `/master-data/copy`, per item | 1 head read |
 //! | the first command of a container (cold): the heads state with the TTL policy | +1, one `BatchGetItem` (a cold create: `BatchGetItem`, `TransactWriteItems`, the calls of `floor-create`) |
@@ -425,4 +427,67 @@ async fn a_cold_create_makes_the_calls_of_the_floor() {
             "{body}"
         );
     }
+}
+
+/// A model with each kind of declared constraint (issue 38): the guards ride in the command's own
+/// transaction, so a constrained create is still the transaction alone and a `version: N` its base
+/// row then the transaction.
+const CONSTRAINED: &str = r#"
+[entities.copy]
+pk = "COPY#{tenant}"
+sk = "{copyId}"
+attributes.copyId = { type = "string", required = true, max = 40 }
+attributes.isbn = { type = "string", required = true, max = 13 }
+attributes.copyNo = { type = "number", required = true }
+attributes.reference = { type = "boolean" }
+unique.copy_number = { attributes = ["isbn", "copyNo"] }
+
+[entities.loan]
+pk = "LOAN#{tenant}"
+sk = "{loanId}"
+attributes.loanId = { type = "string", required = true, max = 26 }
+attributes.memberId = { type = "string", required = true, max = 40 }
+attributes.copyId = { type = "string", required = true, max = 40 }
+attributes.status = { type = "enum", values = ["out", "returned"], required = true }
+limits.loans_out = { per = "memberId", when = { status = ["out"] }, at_most = 3 }
+references.copy = { entity = "copy", unless = { reference = ["true"] } }
+"#;
+
+#[tokio::test]
+async fn a_constrained_create_is_one_round_trip_and_a_version_n_two() {
+    let log = CallLog::default();
+    let mut h = Harness::counted(&log).await;
+    h.app.model = std::sync::Arc::new(cqrs_model::Model::parse(CONSTRAINED).unwrap());
+    let copy = |id: &str, no: i64, version: i64| {
+        json!({"entity": "copy", "version": version,
+            "attributes": {"copyId": id, "isbn": "9780000000001", "copyNo": no}})
+    };
+    let loan = |id: &str, status: &str, version: i64| {
+        json!({"entity": "loan", "version": version,
+            "attributes": {"loanId": id, "memberId": "m1", "copyId": "c1", "status": status}})
+    };
+    // Warm the container's caches for both entities.
+    for body in [copy("warm", 0, 0), copy("c1", 1, 0), loan("warm", "out", 0)] {
+        let (status, answer) = h.post(&USER_T1, body).await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    let write = vec!["TransactWriteItems".to_string()];
+    let (_, trips, ops) = cost(&h, &log, "POST", copy("c2", 2, 0), &[], 202).await;
+    assert_eq!((trips, &ops), (1, &write), "a unique claim");
+    let (_, trips, ops) = cost(&h, &log, "POST", loan("L1", "out", 0), &[], 202).await;
+    assert_eq!(
+        (trips, &ops),
+        (1, &write),
+        "a limit join and a reference check"
+    );
+    // A refusal of a constraint costs the same: the failed condition names it, no read.
+    let (answer, trips, _) = cost(&h, &log, "POST", copy("c3", 2, 0), &[], 409).await;
+    assert_eq!(answer["type"], "urn:cqrs:problem:unique-taken");
+    assert_eq!(trips, 1);
+
+    let read_write = vec!["GetItem".to_string(), "TransactWriteItems".to_string()];
+    let (_, trips, ops) = cost(&h, &log, "POST", copy("c2", 5, 1), &[], 202).await;
+    assert_eq!((trips, &ops), (2, &read_write), "release + claim");
+    let (_, trips, ops) = cost(&h, &log, "POST", loan("L1", "returned", 1), &[], 202).await;
+    assert_eq!((trips, &ops), (2, &read_write), "a leave");
 }

@@ -39,6 +39,7 @@ mod limits;
 mod merge;
 mod number;
 mod size;
+pub mod typed;
 mod value;
 
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +52,7 @@ pub use limits::{MAX_NESTING_DEPTH, MAX_NUMBER_DIGITS, check_limits};
 pub use merge::merge_attributes;
 pub use number::{Number, NumberError};
 pub use size::{MAX_ITEM_BYTES, attribute_size, item_size};
+pub use typed::TypedEntity;
 pub use value::{Map, Value, ValueError, map_from_json};
 
 /// A DynamoDB item as the SDK takes and gives it.

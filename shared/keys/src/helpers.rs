@@ -122,6 +122,88 @@ pub fn counter_key(tenant: &str, name: &str) -> String {
     key
 }
 
+/// Prefix of a constraint's guard key (`GUARD#scope#entity#constraint#digest`, [`guard_key`]),
+/// kept in the idempotency table beside the heads and the counters: the item that holds a unique
+/// value, or the members of a bounded group, of a model's declared constraint. Neither a head key
+/// (`HEAD#`), the heads record (`HEADS#`), a counter (`COUNTER#`) nor an idempotency key (a hex
+/// digest) can start so.
+///
+/// ```
+/// assert_eq!(cqrs_keys::GUARD_KEY_PREFIX, "GUARD");
+/// ```
+pub const GUARD_KEY_PREFIX: &str = "GUARD";
+
+/// The scope part of a global constraint's guard key: `@`, which no tenant holds (the key
+/// validators refuse it in a component).
+///
+/// ```
+/// assert_eq!(cqrs_keys::GUARD_GLOBAL_SCOPE, "@");
+/// ```
+pub const GUARD_GLOBAL_SCOPE: &str = "@";
+
+/// How many characters of the base64url SHA-256 digest a guard key and a member token keep
+/// (132 bits).
+pub const DIGEST_CHARS: usize = 22;
+
+/// The first [`DIGEST_CHARS`] characters of the base64url (no padding) SHA-256 of `bytes`.
+fn digest22(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(bytes);
+    let mut text = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash);
+    text.truncate(DIGEST_CHARS);
+    text
+}
+
+/// The key of the guard item of constraint `constraint` of `entity` for `values`:
+/// `GUARD#<scope>#<entity>#<constraint>#<digest>`, `scope` the tenant or
+/// [`GUARD_GLOBAL_SCOPE`] (`@`) for a global constraint, `digest` the first 22 characters of the
+/// base64url SHA-256 of the values as a canonical JSON array of strings. Fixed length whatever
+/// the values (no escaping of `#`, no key-length risk); the guard item keeps the values readable.
+///
+/// ```
+/// let key = cqrs_keys::guard_key("t1", "copy", "copy_number", &["978".into(), "2".into()]);
+/// assert!(key.starts_with("GUARD#t1#copy#copy_number#"));
+/// assert_eq!(key.len(), "GUARD#t1#copy#copy_number#".len() + 22);
+/// // The values are a tuple: ["a#b"] and ["a", "b"] are two keys.
+/// assert_ne!(
+///     cqrs_keys::guard_key("t1", "e", "u", &["a#b".into()]),
+///     cqrs_keys::guard_key("t1", "e", "u", &["a".into(), "b".into()])
+/// );
+/// ```
+pub fn guard_key(scope: &str, entity: &str, constraint: &str, values: &[String]) -> String {
+    let canonical = serde_json::to_string(values).unwrap_or_default();
+    let digest = digest22(canonical.as_bytes());
+    let mut key = String::with_capacity(
+        GUARD_KEY_PREFIX.len() + 4 + scope.len() + entity.len() + constraint.len() + digest.len(),
+    );
+    for part in [GUARD_KEY_PREFIX, scope, entity, constraint] {
+        key.push_str(part);
+        key.push(KEY_SEPARATOR);
+    }
+    key.push_str(&digest);
+    key
+}
+
+/// An item's token in a bounded group's member set: the first 22 characters of the base64url
+/// SHA-256 of `pk`, a NUL byte and the base sort key (any version removed). One token per item,
+/// whatever its version.
+///
+/// ```
+/// let token = cqrs_keys::member_token("LOAN#t1", "L1@3");
+/// assert_eq!(token.len(), 22);
+/// assert_eq!(token, cqrs_keys::member_token("LOAN#t1", "L1"));
+/// assert_ne!(token, cqrs_keys::member_token("LOAN#t1", "L2"));
+/// ```
+pub fn member_token(pk: &str, base_sk: &str) -> String {
+    let base = remove_sort_key_version(base_sk);
+    let mut bytes = Vec::with_capacity(pk.len() + 1 + base.len());
+    bytes.extend_from_slice(pk.as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(base.as_bytes());
+    digest22(&bytes)
+}
+
 /// The item id: `pk#sk` with any version removed from `sk`.
 ///
 /// ```

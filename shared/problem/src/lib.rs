@@ -130,6 +130,98 @@ pub enum ApiError {
         /// What the caller is told.
         detail: String,
     },
+    /// 409 / 422 / 503: a constraint the model declares (`unique`, `limits`, `references` of an
+    /// entity in `model.toml`) refused the command, and nothing was written. `constraint` names it
+    /// (`<entity>.<name>`); [`ConstraintKind`] says how, and so the status.
+    ///
+    /// ```
+    /// use cqrs_problem::{ApiError, ConstraintKind};
+    /// let e = ApiError::Constraint {
+    ///     kind: ConstraintKind::LimitReached { limit: 3 },
+    ///     constraint: "loan.loans_out".into(),
+    ///     detail: "loan.loans_out: memberId \"m1\" already has 3 (at most 3)".into(),
+    /// };
+    /// assert_eq!(e.status(), 409);
+    /// let json = serde_json::to_value(e.problem("r")).unwrap();
+    /// assert_eq!(json["type"], "urn:cqrs:problem:limit-reached");
+    /// assert_eq!((json["constraint"].as_str(), json["limit"].as_u64()), (Some("loan.loans_out"), Some(3)));
+    /// ```
+    #[error("{detail}")]
+    Constraint {
+        /// Which kind of refusal.
+        kind: ConstraintKind,
+        /// The constraint, `<entity>.<name>`.
+        constraint: String,
+        /// What the caller is told.
+        detail: String,
+    },
+}
+
+/// How a declared constraint refused a command ([`ApiError::Constraint`]).
+///
+/// ```
+/// use cqrs_problem::{ConstraintKind, ReferenceReason};
+/// assert_eq!(ConstraintKind::UniqueTaken.status(), 409);
+/// assert_eq!(ConstraintKind::ReferenceRefused { reason: ReferenceReason::Deleted }.status(), 422);
+/// assert_eq!(ConstraintKind::NotRebuilt.status(), 503);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConstraintKind {
+    /// 409 `urn:cqrs:problem:unique-taken`: another live item holds the unique value. It may be
+    /// free after that item changes.
+    UniqueTaken,
+    /// 409 `urn:cqrs:problem:limit-reached`: the bounded group already has `limit` members.
+    LimitReached {
+        /// The group's bound (`at_most`).
+        limit: u32,
+    },
+    /// 422 `urn:cqrs:problem:reference-refused`: the item the command names is missing, deleted
+    /// or does not satisfy the reference's condition.
+    ReferenceRefused {
+        /// Why.
+        reason: ReferenceReason,
+    },
+    /// 503 `urn:cqrs:problem:constraints-not-rebuilt`: the referenced item's head does not describe
+    /// its latest version (heads seeded, or written by an older release): an operator runs
+    /// `cqrs rebuild --constraints`.
+    NotRebuilt,
+}
+
+impl ConstraintKind {
+    /// The HTTP status of this refusal.
+    pub fn status(self) -> u16 {
+        match self {
+            ConstraintKind::UniqueTaken | ConstraintKind::LimitReached { .. } => 409,
+            ConstraintKind::ReferenceRefused { .. } => 422,
+            ConstraintKind::NotRebuilt => 503,
+        }
+    }
+}
+
+/// Why a reference refused a command (the problem's `reason` member).
+///
+/// ```
+/// assert_eq!(cqrs_problem::ReferenceReason::Missing.as_str(), "missing");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceReason {
+    /// No item has the key the command names.
+    Missing,
+    /// The item is soft-deleted.
+    Deleted,
+    /// The item does not satisfy the reference's `when` / `unless`.
+    Condition,
+}
+
+impl ReferenceReason {
+    /// `missing`, `deleted` or `condition`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReferenceReason::Missing => "missing",
+            ReferenceReason::Deleted => "deleted",
+            ReferenceReason::Condition => "condition",
+        }
+    }
 }
 
 /// The statuses a service's rule (a command hook) may refuse a command with: the 4xx statuses the
@@ -225,6 +317,7 @@ impl ApiError {
             ApiError::Internal(_) => 500,
             ApiError::Unavailable(_) => 503,
             ApiError::Refused { status, .. } => *status,
+            ApiError::Constraint { kind, .. } => kind.status(),
         }
     }
 
@@ -266,6 +359,21 @@ impl ApiError {
             ApiError::Unavailable(_) => ("urn:cqrs:problem:store-unavailable", "Store unavailable"),
             ApiError::Internal(_) => ("urn:cqrs:problem:internal", "Internal error"),
             ApiError::Refused { .. } => ("urn:cqrs:problem:refused", "Refused"),
+            ApiError::Constraint { kind, .. } => match kind {
+                ConstraintKind::UniqueTaken => {
+                    ("urn:cqrs:problem:unique-taken", "Unique value taken")
+                }
+                ConstraintKind::LimitReached { .. } => {
+                    ("urn:cqrs:problem:limit-reached", "Limit reached")
+                }
+                ConstraintKind::ReferenceRefused { .. } => {
+                    ("urn:cqrs:problem:reference-refused", "Reference refused")
+                }
+                ConstraintKind::NotRebuilt => (
+                    "urn:cqrs:problem:constraints-not-rebuilt",
+                    "Constraints not rebuilt",
+                ),
+            },
         }
     }
 
@@ -278,7 +386,7 @@ impl ApiError {
     /// assert_eq!(ApiError::NotFound("x".into()).retry_after(), None);
     /// ```
     pub fn retry_after(&self) -> Option<u64> {
-        matches!(self, ApiError::Unavailable(_)).then_some(RETRY_AFTER_SECONDS)
+        (self.status() == 503).then_some(RETRY_AFTER_SECONDS)
     }
 
     /// The problem document of this error, for the request `request_id`.
@@ -319,6 +427,24 @@ impl ApiError {
                 ApiError::VersionConflict {
                     current_version, ..
                 } => *current_version,
+                _ => None,
+            },
+            constraint: match self {
+                ApiError::Constraint { constraint, .. } => Some(constraint.clone()),
+                _ => None,
+            },
+            reason: match self {
+                ApiError::Constraint {
+                    kind: ConstraintKind::ReferenceRefused { reason },
+                    ..
+                } => Some(reason.as_str().to_string()),
+                _ => None,
+            },
+            limit: match self {
+                ApiError::Constraint {
+                    kind: ConstraintKind::LimitReached { limit },
+                    ..
+                } => Some(*limit),
                 _ => None,
             },
         }
@@ -436,6 +562,16 @@ pub struct Problem {
     /// The newest stored version (409 only, where known).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_version: Option<i64>,
+    /// The declared constraint that refused the command, `<entity>.<name>` (409 `unique-taken`
+    /// and `limit-reached`, 422 `reference-refused`, 503 `constraints-not-rebuilt`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    /// Why a reference refused: `missing`, `deleted` or `condition` (422 `reference-refused`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The bound of the group that is full (409 `limit-reached`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
 }
 
 #[cfg(test)]
@@ -461,6 +597,28 @@ mod tests {
             ApiError::IdempotencyKeyReused("x".into()),
             ApiError::Unavailable("x".into()),
             ApiError::Internal("x".into()),
+            ApiError::Constraint {
+                kind: ConstraintKind::UniqueTaken,
+                constraint: "copy.copy_number".into(),
+                detail: "x".into(),
+            },
+            ApiError::Constraint {
+                kind: ConstraintKind::LimitReached { limit: 3 },
+                constraint: "loan.loans_out".into(),
+                detail: "x".into(),
+            },
+            ApiError::Constraint {
+                kind: ConstraintKind::ReferenceRefused {
+                    reason: ReferenceReason::Condition,
+                },
+                constraint: "loan.copy".into(),
+                detail: "x".into(),
+            },
+            ApiError::Constraint {
+                kind: ConstraintKind::NotRebuilt,
+                constraint: "loan.copy".into(),
+                detail: "x".into(),
+            },
         ]
     }
 

@@ -10,6 +10,14 @@
 //!   `-1` on its return.
 //! - [`Guard::item`]: a condition check or write of the service's own, as DynamoDB's
 //!   `TransactWriteItem`, on a table of the service's.
+//! - The moves of the model's declared constraints ([`crate::constraints::plan`]), on guard items
+//!   of the idempotency table ([`cqrs_keys::guard_key`]): [`Guard::Claim`] / [`Guard::Release`] of a
+//!   unique value (the holder kept in the item, a claim conditional on the key being free or the
+//!   owner's), [`Guard::Join`] / [`Guard::Leave`] of a bounded group (a string set of member
+//!   tokens, a join bounded and idempotent), [`Guard::RequireHead`] (a referenced item exists,
+//!   is live and its head's mirror satisfies a condition: [`HeadMirror`], [`HeadRefusal`]) and
+//!   [`Guard::CheckMembers`] (a hook's check of a group's size). Their failures return the item
+//!   the condition found ([`crate::StoreError::GuardFailed`]'s `old`).
 //!
 //! **What a transaction takes.** DynamoDB takes at most [`MAX_TRANSACTION_ITEMS`] (100) items in a
 //! `TransactWriteItems`, and at most one operation on any one item. A command writes
@@ -21,9 +29,12 @@
 //! version row, the head, the idempotency record, or another guard's item): a fault of the hook
 //! that added them ([`GuardError`]), found before anything is sent.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
 
 use crate::{StoreError, Tables};
 
@@ -79,7 +90,261 @@ pub enum Guard {
     /// A `TransactWriteItem` of the service's own (a `ConditionCheck`, `Put`, `Update` or `Delete`
     /// on one of its tables).
     Item(Box<TransactWriteItem>),
+    /// A unique value is claimed by the item `owner_pk` / `owner_sk` (its base sort key): a `Put`
+    /// of the guard item `key` (a [`cqrs_keys::guard_key`]) holding the constraint's name (`c`),
+    /// the values (`v`) and the owner (`o`, `s`), if the key is free or already the owner's (a
+    /// claim by its owner twice holds). When it fails, the cancellation reason carries the
+    /// holder ([`crate::StoreError::GuardFailed`]'s `old`).
+    Claim {
+        /// The guard item's key.
+        key: String,
+        /// The owner's partition key.
+        owner_pk: String,
+        /// The owner's base sort key (no version).
+        owner_sk: String,
+        /// The values claimed, kept readable in the guard item.
+        values: Vec<String>,
+        /// The constraint, `entity.name`.
+        constraint: String,
+    },
+    /// A unique value is released by its owner: a `Delete` of `key` if it is absent or the
+    /// owner's. Fails only when another item holds it (drift, which `verify` lists).
+    Release {
+        /// The guard item's key.
+        key: String,
+        /// The owner's partition key.
+        owner_pk: String,
+        /// The owner's base sort key (no version).
+        owner_sk: String,
+    },
+    /// An item joins a bounded group: `ADD` its `token` ([`cqrs_keys::member_token`]) to the
+    /// string set `m` of `key` if the set has fewer than `at_most` members or already holds the
+    /// token (a join is idempotent).
+    Join {
+        /// The guard item's key.
+        key: String,
+        /// The member's token.
+        token: String,
+        /// The most members the group may have.
+        at_most: u32,
+        /// The group's values, kept readable in the guard item.
+        values: Vec<String>,
+        /// The constraint, `entity.name`.
+        constraint: String,
+    },
+    /// An item leaves a bounded group: `DELETE` its token from the set (no condition: leaving a
+    /// group one is not in is a no-op; an emptied set disappears).
+    Leave {
+        /// The guard item's key.
+        key: String,
+        /// The member's token.
+        token: String,
+    },
+    /// The item `pk` / `sk` exists (its head does) and its head's mirror satisfies `condition`:
+    /// a `ConditionCheck` on its head, nothing written. When it fails, the cancellation reason
+    /// carries the head, which [`HeadRefusal::of`] reads (missing, deleted, condition, stale).
+    RequireHead {
+        /// The target's partition key.
+        pk: String,
+        /// The target's sort key (any version is removed).
+        sk: String,
+        /// What the target's head must show.
+        condition: HeadCondition,
+    },
+    /// A bounded group has at most `at_most` members (0: none): a `ConditionCheck` on `key`.
+    CheckMembers {
+        /// The guard item's key.
+        key: String,
+        /// The most members it may have.
+        at_most: u32,
+    },
 }
+
+/// One mirrored attribute value, as its text: a string as it is, a number as its decimal text, a
+/// boolean as `true` / `false` (what `cqrs_model::Condition` compares).
+pub type MirrorValue = String;
+
+/// What a referenced item's head mirrors of its latest version, written with it on the head by
+/// [`crate::Store::write_version_constrained`]: `mv` (the version the mirror describes, the
+/// version written), `del` (whether it is soft-deleted) and `m` (the attributes some reference's
+/// condition names, as text; an absent attribute is absent from `m`).
+///
+/// ```
+/// let mirror = cqrs_store::guard::HeadMirror {
+///     is_deleted: false,
+///     attributes: [("reference".to_string(), "true".to_string())].into(),
+/// };
+/// assert_eq!(mirror.attributes["reference"], "true");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeadMirror {
+    /// Whether the version is soft-deleted.
+    pub is_deleted: bool,
+    /// The mirrored attributes, by name.
+    pub attributes: BTreeMap<String, MirrorValue>,
+}
+
+/// What a [`Guard::RequireHead`] asks of the target's head. With `live` or any `when` / `unless`
+/// the head's mirror must describe its latest version (`mv = latest`), else the check fails as
+/// stale ([`HeadRefusal::Stale`]); with none of them the head's existence alone is checked.
+///
+/// ```
+/// use cqrs_store::guard::HeadCondition;
+/// let not_a_reference_copy = HeadCondition {
+///     live: true,
+///     unless: [("reference".to_string(), vec!["true".to_string()])].into(),
+///     ..HeadCondition::default()
+/// };
+/// assert!(not_a_reference_copy.needs_mirror());
+/// assert!(!HeadCondition::default().needs_mirror());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeadCondition {
+    /// The target is not soft-deleted.
+    pub live: bool,
+    /// Each attribute holds one of its values.
+    pub when: BTreeMap<String, Vec<MirrorValue>>,
+    /// No attribute holds one of its values (an absent attribute holds none).
+    pub unless: BTreeMap<String, Vec<MirrorValue>>,
+}
+
+impl HeadCondition {
+    /// Whether the check reads the head's mirror (and so needs it current).
+    pub fn needs_mirror(&self) -> bool {
+        self.live || !self.when.is_empty() || !self.unless.is_empty()
+    }
+
+    /// The condition expression with its names and values.
+    fn expression(&self) -> ConditionParts {
+        let mut parts = vec!["attribute_exists(pk)".to_string()];
+        let mut names = Vec::new();
+        let mut values = Vec::new();
+        if self.needs_mirror() {
+            names.push(("#mv".to_string(), MIRROR_VERSION.to_string()));
+            names.push(("#latest".to_string(), "latest".to_string()));
+            parts.push("#mv = #latest".to_string());
+        }
+        if self.live {
+            names.push(("#del".to_string(), MIRROR_DELETED.to_string()));
+            values.push((":false".to_string(), AttributeValue::Bool(false)));
+            parts.push("#del = :false".to_string());
+        }
+        if !self.when.is_empty() || !self.unless.is_empty() {
+            names.push(("#m".to_string(), MIRROR_ATTRIBUTES.to_string()));
+        }
+        for (kind, map) in [("w", &self.when), ("u", &self.unless)] {
+            for (i, (attribute, allowed)) in map.iter().enumerate() {
+                let name = format!("#{kind}{i}");
+                names.push((name.clone(), attribute.clone()));
+                let list: Vec<String> = allowed
+                    .iter()
+                    .enumerate()
+                    .map(|(j, value)| {
+                        let placeholder = format!(":{kind}{i}_{j}");
+                        values.push((placeholder.clone(), AttributeValue::S(value.clone())));
+                        placeholder
+                    })
+                    .collect();
+                let test = if list.is_empty() {
+                    // No value listed: `when` cannot hold, `unless` always does.
+                    if kind == "w" {
+                        "attribute_not_exists(pk)".to_string()
+                    } else {
+                        continue;
+                    }
+                } else {
+                    format!("#m.{name} IN ({})", list.join(", "))
+                };
+                parts.push(if kind == "w" {
+                    test
+                } else {
+                    format!("NOT ({test})")
+                });
+            }
+        }
+        (parts.join(" AND "), names, values)
+    }
+}
+
+/// A condition expression, its attribute names and its values.
+type ConditionParts = (String, Vec<(String, String)>, Vec<(String, AttributeValue)>);
+
+/// Why a [`Guard::RequireHead`] failed, read from the head the cancellation reason returned
+/// (`ALL_OLD`), with no read.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use aws_sdk_dynamodb::types::AttributeValue;
+/// use cqrs_store::guard::HeadRefusal;
+///
+/// assert_eq!(HeadRefusal::of(None), HeadRefusal::Missing);
+/// let head = |mv: &str, del: bool| -> HashMap<String, AttributeValue> {
+///     [
+///         ("pk".to_string(), AttributeValue::S("HEAD#COPY#t1@C1".into())),
+///         ("latest".to_string(), AttributeValue::N("3".into())),
+///         ("mv".to_string(), AttributeValue::N(mv.into())),
+///         ("del".to_string(), AttributeValue::Bool(del)),
+///     ]
+///     .into()
+/// };
+/// assert_eq!(HeadRefusal::of(Some(&head("2", false))), HeadRefusal::Stale { latest: Some(3) });
+/// assert_eq!(HeadRefusal::of(Some(&head("3", true))), HeadRefusal::Deleted);
+/// assert_eq!(HeadRefusal::of(Some(&head("3", false))), HeadRefusal::Condition);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeadRefusal {
+    /// The target has no head: it does not exist.
+    Missing,
+    /// The head's mirror does not describe its latest version (a head raised by
+    /// [`crate::Store::raise_head`], written by an older release or by a write without the
+    /// mirror): `cqrs rebuild --constraints` writes it.
+    Stale {
+        /// The head's latest version.
+        latest: Option<i64>,
+    },
+    /// The target's latest version is soft-deleted.
+    Deleted,
+    /// The target's latest version does not satisfy the condition.
+    Condition,
+}
+
+impl HeadRefusal {
+    /// The reason of a failed [`Guard::RequireHead`] from the head it returned (`None`: none).
+    pub fn of(old: Option<&HashMap<String, AttributeValue>>) -> HeadRefusal {
+        let Some(head) = old else {
+            return HeadRefusal::Missing;
+        };
+        let number = |name: &str| match head.get(name) {
+            Some(AttributeValue::N(n)) => n.parse::<i64>().ok(),
+            _ => None,
+        };
+        let latest = number("latest");
+        if latest.is_none() || number(MIRROR_VERSION) != latest {
+            return HeadRefusal::Stale { latest };
+        }
+        if matches!(head.get(MIRROR_DELETED), Some(AttributeValue::Bool(true))) {
+            return HeadRefusal::Deleted;
+        }
+        HeadRefusal::Condition
+    }
+}
+
+/// The head attribute that holds the version its mirror describes.
+pub const MIRROR_VERSION: &str = "mv";
+/// The head attribute that holds whether that version is soft-deleted.
+pub const MIRROR_DELETED: &str = "del";
+/// The head attribute that holds the mirrored attributes (a map of text values).
+pub const MIRROR_ATTRIBUTES: &str = "m";
+/// A guard item's constraint name (`entity.name`).
+pub const GUARD_CONSTRAINT: &str = "c";
+/// A guard item's values (a list of strings).
+pub const GUARD_VALUES: &str = "v";
+/// A unique guard's owner partition key.
+pub const GUARD_OWNER_PK: &str = "o";
+/// A unique guard's owner base sort key.
+pub const GUARD_OWNER_SK: &str = "s";
+/// A limit guard's member set (string set of member tokens).
+pub const GUARD_MEMBERS: &str = "m";
 
 impl Guard {
     /// A counter guard; refuses an empty or over-long name, a name with a control character, and
@@ -154,8 +419,126 @@ impl Guard {
     /// idempotency table).
     pub(crate) fn to_transact_item(&self, counters: &str) -> Result<TransactWriteItem, StoreError> {
         let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Dynamo(e.to_string());
+        let s = |value: &str| AttributeValue::S(value.to_string());
+        let all_old = ReturnValuesOnConditionCheckFailure::AllOld;
+        let owned = "attribute_not_exists(pk) OR (#o = :o AND #s = :s)";
         match self {
             Guard::Item(item) => Ok((**item).clone()),
+            Guard::Claim {
+                key,
+                owner_pk,
+                owner_sk,
+                values,
+                constraint,
+            } => {
+                let put = Put::builder()
+                    .table_name(counters)
+                    .item("pk", s(key))
+                    .item(GUARD_CONSTRAINT, s(constraint))
+                    .item(
+                        GUARD_VALUES,
+                        AttributeValue::L(values.iter().map(|v| s(v)).collect()),
+                    )
+                    .item(GUARD_OWNER_PK, s(owner_pk))
+                    .item(GUARD_OWNER_SK, s(owner_sk))
+                    .condition_expression(owned)
+                    .expression_attribute_names("#o", GUARD_OWNER_PK)
+                    .expression_attribute_names("#s", GUARD_OWNER_SK)
+                    .expression_attribute_values(":o", s(owner_pk))
+                    .expression_attribute_values(":s", s(owner_sk))
+                    .return_values_on_condition_check_failure(all_old)
+                    .build()
+                    .map_err(build)?;
+                Ok(TransactWriteItem::builder().put(put).build())
+            }
+            Guard::Release {
+                key,
+                owner_pk,
+                owner_sk,
+            } => {
+                let delete = Delete::builder()
+                    .table_name(counters)
+                    .key("pk", s(key))
+                    .condition_expression(owned)
+                    .expression_attribute_names("#o", GUARD_OWNER_PK)
+                    .expression_attribute_names("#s", GUARD_OWNER_SK)
+                    .expression_attribute_values(":o", s(owner_pk))
+                    .expression_attribute_values(":s", s(owner_sk))
+                    .return_values_on_condition_check_failure(all_old)
+                    .build()
+                    .map_err(build)?;
+                Ok(TransactWriteItem::builder().delete(delete).build())
+            }
+            Guard::Join {
+                key,
+                token,
+                at_most,
+                values,
+                constraint,
+            } => {
+                let update = Update::builder()
+                    .table_name(counters)
+                    .key("pk", s(key))
+                    .update_expression("SET #c = :c, #v = :v ADD #m :toks")
+                    .condition_expression(
+                        "attribute_not_exists(#m) OR size(#m) < :n OR contains(#m, :tok)",
+                    )
+                    .expression_attribute_names("#c", GUARD_CONSTRAINT)
+                    .expression_attribute_names("#v", GUARD_VALUES)
+                    .expression_attribute_names("#m", GUARD_MEMBERS)
+                    .expression_attribute_values(":c", s(constraint))
+                    .expression_attribute_values(
+                        ":v",
+                        AttributeValue::L(values.iter().map(|v| s(v)).collect()),
+                    )
+                    .expression_attribute_values(":toks", AttributeValue::Ss(vec![token.clone()]))
+                    .expression_attribute_values(":tok", s(token))
+                    .expression_attribute_values(":n", AttributeValue::N(at_most.to_string()))
+                    .return_values_on_condition_check_failure(all_old)
+                    .build()
+                    .map_err(build)?;
+                Ok(TransactWriteItem::builder().update(update).build())
+            }
+            Guard::Leave { key, token } => {
+                let update = Update::builder()
+                    .table_name(counters)
+                    .key("pk", s(key))
+                    .update_expression("DELETE #m :toks")
+                    .expression_attribute_names("#m", GUARD_MEMBERS)
+                    .expression_attribute_values(":toks", AttributeValue::Ss(vec![token.clone()]))
+                    .build()
+                    .map_err(build)?;
+                Ok(TransactWriteItem::builder().update(update).build())
+            }
+            Guard::RequireHead { pk, sk, condition } => {
+                let (expression, names, values) = condition.expression();
+                let check = ConditionCheck::builder()
+                    .table_name(counters)
+                    .key("pk", s(&cqrs_keys::head_key(pk, sk)))
+                    .condition_expression(expression)
+                    .set_expression_attribute_names(
+                        (!names.is_empty()).then(|| names.into_iter().collect()),
+                    )
+                    .set_expression_attribute_values(
+                        (!values.is_empty()).then(|| values.into_iter().collect()),
+                    )
+                    .return_values_on_condition_check_failure(all_old)
+                    .build()
+                    .map_err(build)?;
+                Ok(TransactWriteItem::builder().condition_check(check).build())
+            }
+            Guard::CheckMembers { key, at_most } => {
+                let check = ConditionCheck::builder()
+                    .table_name(counters)
+                    .key("pk", s(key))
+                    .condition_expression("attribute_not_exists(#m) OR size(#m) <= :n")
+                    .expression_attribute_names("#m", GUARD_MEMBERS)
+                    .expression_attribute_values(":n", AttributeValue::N(at_most.to_string()))
+                    .return_values_on_condition_check_failure(all_old)
+                    .build()
+                    .map_err(build)?;
+                Ok(TransactWriteItem::builder().condition_check(check).build())
+            }
             Guard::Counter {
                 tenant,
                 name,
@@ -427,8 +810,16 @@ fn shown(value: &AttributeValue) -> String {
 }
 
 impl Guard {
-    /// The table and key of the item the guard touches, when it can be told ([`prepare`]).
-    fn target(&self, tables: &Tables) -> Option<(String, String)> {
+    /// The table and key of the item the guard touches, when it can be told ([`prepare`]): the
+    /// table and the key as sorted `name=value` pairs.
+    ///
+    /// ```
+    /// use cqrs_store::guard::Guard;
+    /// let tables = cqrs_store::Tables::new("c", "d", "h", "i");
+    /// let leave = Guard::Leave { key: "GUARD#t1#loan#out#x".into(), token: "t".into() };
+    /// assert_eq!(leave.target(&tables), Some(("i".into(), "pk=\"GUARD#t1#loan#out#x\"".into())));
+    /// ```
+    pub fn target(&self, tables: &Tables) -> Option<(String, String)> {
         let key_of = |table: &str, key: &HashMap<String, AttributeValue>| {
             Some(target(
                 table,
@@ -443,6 +834,18 @@ impl Guard {
                     "pk",
                     AttributeValue::S(cqrs_keys::counter_key(tenant, name)),
                 )],
+            )),
+            Guard::Claim { key, .. }
+            | Guard::Release { key, .. }
+            | Guard::Join { key, .. }
+            | Guard::Leave { key, .. }
+            | Guard::CheckMembers { key, .. } => Some(target(
+                &tables.idempotency,
+                [("pk", AttributeValue::S(key.clone()))],
+            )),
+            Guard::RequireHead { pk, sk, .. } => Some(target(
+                &tables.idempotency,
+                [("pk", AttributeValue::S(cqrs_keys::head_key(pk, sk)))],
             )),
             Guard::Item(item) => {
                 if let Some(check) = item.condition_check() {

@@ -37,6 +37,12 @@
 //! the same id holds its version (the history table's `id-version-index` tells), so the larger
 //! version of two colliding items never makes the other's real version unwritable.
 //!
+//! **Mirrors.** The head of an item some declared reference names also mirrors its latest version
+//! ([`Store::write_version_constrained`]: `mv`, the version it describes, `del`, `m`), so that a
+//! referencing command checks the target in its own transaction without reading it. A head
+//! raised by [`Store::raise_head`] keeps its old `mv`: the mirror is then stale, which the check
+//! tells apart ([`crate::guard::HeadRefusal::Stale`]) and `cqrs rebuild --constraints` fixes.
+//!
 //! Positions in the transaction, which [`Store::write_version`] reads its cancellation reasons
 //! by: 0 the version row, 1 the head, 2 the idempotency record (when there is one).
 
@@ -56,8 +62,11 @@ use cqrs_item::Item;
 use cqrs_keys::{HEADS_STATE_KEY, generate_id, head_key, legacy_head_key};
 
 use crate::{
-    IdempotencyRecord, Store, StoreError, command::idempotency_put, guard::Guard,
-    query::HISTORY_VERSION_INDEX, sdk_error,
+    IdempotencyRecord, Store, StoreError,
+    command::idempotency_put,
+    guard::{Guard, HeadMirror, MIRROR_ATTRIBUTES, MIRROR_DELETED, MIRROR_VERSION},
+    query::HISTORY_VERSION_INDEX,
+    sdk_error,
 };
 
 /// The attribute of a head record that holds the latest version.
@@ -845,7 +854,7 @@ impl Store {
     /// use cqrs_store::guard::Guard;
     /// let at_most_3 = Guard::counter("t1", "loans#m1", 1, 3).map_err(cqrs_store::StoreError::Dynamo)?;
     /// match store.write_version_guarded(&item, None, None, &[at_most_3]).await {
-    ///     Err(cqrs_store::StoreError::GuardFailed { index: 0 }) => println!("m1 holds 3 loans"),
+    ///     Err(cqrs_store::StoreError::GuardFailed { index: 0, .. }) => println!("m1 holds 3 loans"),
     ///     other => other?,
     /// }
     /// # Ok(()) }
@@ -857,8 +866,34 @@ impl Store {
         idempotency: Option<&IdempotencyRecord>,
         guards: &[Guard],
     ) -> Result<(), StoreError> {
+        self.write_version_constrained(item, previous, idempotency, guards, None)
+            .await
+    }
+
+    /// [`Store::write_version_guarded`], with the head's mirror when the item's entity is
+    /// referenced ([`HeadMirror`]; `None`: the head as [`Store::write_version`] writes it). The
+    /// head `Put` then also holds `mv` (the version written), `del` and `m`, so that a
+    /// [`Guard::RequireHead`] of a referencing command checks the target's latest version without
+    /// reading it. A failed guard is [`StoreError::GuardFailed`] with the item its condition found
+    /// (`old`, the cancellation reason's `ALL_OLD`).
+    ///
+    /// ```no_run
+    /// # async fn example(store: &cqrs_store::Store, item: cqrs_item::Item) -> Result<(), cqrs_store::StoreError> {
+    /// use cqrs_store::guard::HeadMirror;
+    /// let mirror = HeadMirror { is_deleted: false, attributes: [("reference".into(), "false".into())].into() };
+    /// store.write_version_constrained(&item, None, None, &[], Some(&mirror)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_version_constrained(
+        &self,
+        item: &Item,
+        previous: Option<i64>,
+        idempotency: Option<&IdempotencyRecord>,
+        guards: &[Guard],
+        mirror: Option<&HeadMirror>,
+    ) -> Result<(), StoreError> {
         if let Some(index) = guards.iter().position(Guard::never_holds) {
-            return Err(StoreError::GuardFailed { index });
+            return Err(StoreError::GuardFailed { index, old: None });
         }
         let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Dynamo(e.to_string());
         let put_row = Put::builder()
@@ -875,6 +910,22 @@ impl Store {
             )
             .item(LATEST, AttributeValue::N(item.version.to_string()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let head = match mirror {
+            None => head,
+            Some(mirror) => head
+                .item(MIRROR_VERSION, AttributeValue::N(item.version.to_string()))
+                .item(MIRROR_DELETED, AttributeValue::Bool(mirror.is_deleted))
+                .item(
+                    MIRROR_ATTRIBUTES,
+                    AttributeValue::M(
+                        mirror
+                            .attributes
+                            .iter()
+                            .map(|(name, value)| (name.clone(), AttributeValue::S(value.clone())))
+                            .collect(),
+                    ),
+                ),
+        };
         let head = match previous {
             None => head.condition_expression("attribute_not_exists(pk)"),
             Some(previous) => head
@@ -946,7 +997,11 @@ impl Store {
         if let Some(index) =
             (0..guards.len()).find(|i| code(first_guard + i) == Some("ConditionalCheckFailed"))
         {
-            return Err(StoreError::GuardFailed { index });
+            let old = reasons
+                .get(first_guard + index)
+                .and_then(CancellationReason::item)
+                .cloned();
+            return Err(StoreError::GuardFailed { index, old });
         }
         let codes: Vec<&str> = reasons
             .iter()

@@ -38,6 +38,7 @@
 pub mod change_log;
 pub mod client;
 pub mod command;
+pub mod constraints;
 pub mod entries;
 pub mod guard;
 pub mod head;
@@ -256,11 +257,16 @@ pub enum StoreError {
         sk: String,
     },
     /// A guard of the write ([`guard::Guard`], at `index` in the guards given) did not hold: nothing
-    /// was written. The command hook that added it says what the caller is told.
+    /// was written. The command hook (or the declared constraint) that added it says what the
+    /// caller is told; `old` is the guard's item as the failed condition found it (the
+    /// cancellation reason's `ALL_OLD`: the holder of a unique value, a group's members, the
+    /// target's head), `None` when it did not exist or the guard returns nothing.
     #[error("guard {index} of the write did not hold")]
     GuardFailed {
         /// The guard's position in the guards given to the write.
         index: usize,
+        /// The guard's item when the condition failed (no read).
+        old: Option<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>,
     },
     /// DynamoDB throttled the request after the SDK's retries. Retry later.
     #[error("DynamoDB throttled the request: {0}")]

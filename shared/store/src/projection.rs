@@ -423,7 +423,10 @@ fn same_kind(error: &StoreError) -> StoreError {
             pk: pk.clone(),
             sk: sk.clone(),
         },
-        StoreError::GuardFailed { index } => StoreError::GuardFailed { index: *index },
+        StoreError::GuardFailed { index, old } => StoreError::GuardFailed {
+            index: *index,
+            old: old.clone(),
+        },
         StoreError::Throttled(m) => StoreError::Throttled(m.clone()),
         StoreError::Conversion(e) => StoreError::Conversion(cqrs_item::ConversionError::Invalid {
             field: "item".into(),

@@ -26,7 +26,7 @@
 
 use cqrs_model::{
     AttrType, Attribute, Bucket, CREATED_AT, Entity, KeyType, Model, Part, Pattern, SortCondition,
-    Template,
+    Template, WriteOp,
 };
 use serde_yaml::{Mapping, Value};
 
@@ -463,6 +463,35 @@ fn common_writers(entity: &Entity, schema: &mut Mapping) {
     schema.insert(s("x-cqrs-writers"), s("system_admin"));
 }
 
+/// An entity's write roles (`roles` in model.toml): said in words and as `x-cqrs-roles`
+/// (`{create: [...], update: [...], delete: [...]}`, the restricted operations only), for tools.
+fn write_roles(entity: &Entity, schema: &mut Mapping) {
+    if entity.roles.is_empty() {
+        return;
+    }
+    let mut roles = Mapping::new();
+    let mut words = Vec::new();
+    for (op, name) in [
+        (WriteOp::Create, "create"),
+        (WriteOp::Update, "update"),
+        (WriteOp::Delete, "delete"),
+    ] {
+        if let Some(list) = entity.roles.roles(op) {
+            roles.insert(s(name), strings(list.iter().map(String::as_str)));
+            words.push(format!("{name}: {}", list.join(", ")));
+        }
+    }
+    if let Some(Value::String(text)) = schema.get_mut("description") {
+        text.push_str(&format!(
+            " Who may write: {} (a role in the caller's tenant; `isDeleted` true or false is a \
+             delete or a restore; a global `system_admin` always may; 403 otherwise, before \
+             anything is read).",
+            words.join("; ")
+        ));
+    }
+    schema.insert(s("x-cqrs-roles"), Value::Mapping(roles));
+}
+
 /// `E.Create`: a POST body by entity.
 fn create_schema(entity: &Entity, key_command: &Value) -> Value {
     let mut properties = entity_body_properties(entity, key_command);
@@ -511,6 +540,7 @@ fn create_schema(entity: &Entity, key_command: &Value) -> Value {
     m.insert(s("properties"), Value::Mapping(properties));
     m.insert(s("example"), Value::Mapping(example));
     common_writers(entity, &mut m);
+    write_roles(entity, &mut m);
     Value::Mapping(m)
 }
 
@@ -575,6 +605,7 @@ fn patch_schema(entity: &Entity, key_patch: &Value) -> Value {
     m.insert(s("properties"), Value::Mapping(properties));
     m.insert(s("example"), Value::Mapping(example));
     common_writers(entity, &mut m);
+    write_roles(entity, &mut m);
     Value::Mapping(m)
 }
 

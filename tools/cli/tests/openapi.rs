@@ -386,3 +386,52 @@ path = "/shelves/{shelfId}/report"
     assert!(doc["paths"]["/commands"]["post"].get("security").is_none());
     assert_eq!(doc["security"][0]["jwt"], Value::Sequence(vec![]));
 }
+
+/// Issue 38: an entity's write roles are in its command schemas, in words and as `x-cqrs-roles`;
+/// the problem schema documents the members of a constraint's refusal.
+#[test]
+fn entity_command_schemas_say_who_may_write() {
+    let dir = std::env::temp_dir().join(format!("cqrs-openapi-roles-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("model.toml");
+    std::fs::write(
+        &file,
+        r#"
+[entities.copy]
+pk = "COPY#{tenant}"
+sk = "{copyId}"
+attributes.copyId = { type = "string", required = true, max = 40 }
+roles = { create = ["librarian"], delete = ["manager", "admin"] }
+
+[entities.note]
+pk = "NOTE#{tenant}"
+sk = "{noteId}"
+attributes.noteId = { type = "string", required = true, max = 40 }
+"#,
+    )
+    .unwrap();
+    let doc: Value = serde_yaml::from_str(&generate(file.to_str().unwrap())).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    for name in ["copy.Create", "copy.Patch"] {
+        let schema = &schemas[name];
+        let roles = &schema["x-cqrs-roles"];
+        assert_eq!(roles["create"][0], "librarian", "{name}");
+        assert_eq!(roles["delete"][1], "admin", "{name}");
+        assert!(
+            roles.get("update").is_none(),
+            "{name}: update is not restricted"
+        );
+        let description = schema["description"].as_str().unwrap();
+        assert!(
+            description.contains("Who may write: create: librarian; delete: manager, admin"),
+            "{description}"
+        );
+    }
+    assert!(schemas["note.Create"].get("x-cqrs-roles").is_none());
+    let problem = &schemas["Problem"]["properties"];
+    for member in ["constraint", "reason", "limit"] {
+        assert!(problem.get(member).is_some(), "Problem.{member}");
+    }
+    assert_eq!(problem["reason"]["enum"][0], "missing");
+}
