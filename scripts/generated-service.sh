@@ -15,7 +15,8 @@
 #    tasks of two tenants reach PostgreSQL, and the report answers each tenant's own, filtered,
 #    sorted and counted;
 # 2. the lending library of tests/library over another one (its model with its own route declared,
-#    its rules in src/lib.rs, its own route and data-sync binaries, its tests; its template.yaml and
+#    its rules in src/lib.rs, its typed entities in src/model.rs, its own route and data-sync
+#    binaries, its tests; its template.yaml and
 #    router from `cqrs template`, its migrations from `cqrs model sql`): `make test`, `make build`,
 #    then `make dev-up` and tests/http.rs over HTTP: a hook's refusal status, the 3-loan rule under
 #    concurrent requests, the pattern listing after projection, its own route, its sync target fed
@@ -123,7 +124,7 @@ generate "$starter"
 #    its own (declared in its model.toml), its migrations written for its model.
 generate "$service"
 cp tests/library/model.toml "$service/model.toml"
-cp tests/library/src/lib.rs "$service/src/lib.rs"
+cp tests/library/src/lib.rs tests/library/src/model.rs "$service/src/"
 cp tests/library/src/bin/member-loans.rs tests/library/src/bin/data-sync.rs "$service/src/bin/"
 rm "$service/src/bin/task-report.rs" "$service/tests/report.rs"
 cp tests/library/tests/loans.rs tests/library/tests/http.rs "$service/tests/"

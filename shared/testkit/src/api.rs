@@ -1,6 +1,6 @@
 //! A client of a running HTTP API (the local stack of `cqrs dev up`, or `cargo lambda watch`) for
 //! end-to-end tests: JSON in, status and JSON out, with the local caller headers
-//! (`CALLER_MODE=local`: `x-tenant-code`, `x-user-id`).
+//! (`CALLER_MODE=local`: `x-tenant-code`, `x-user-id`, and `x-roles` with [`Api::with_roles`]).
 //!
 //! ```no_run
 //! # async fn example() {
@@ -27,6 +27,7 @@ pub const USER: &str = "e2e-user";
 #[derive(Debug, Clone)]
 pub struct Api {
     base: String,
+    roles: Option<String>,
     client: Client<HttpConnector, Full<bytes::Bytes>>,
 }
 
@@ -40,6 +41,7 @@ impl Api {
     pub fn new(base: &str) -> Self {
         Api {
             base: base.trim_end_matches('/').to_string(),
+            roles: None,
             client: Client::builder(TokioExecutor::new()).build_http(),
         }
     }
@@ -56,12 +58,30 @@ impl Api {
         Api::new(&base)
     }
 
+    /// The same client, its calls sent with the caller's roles `roles` (the `x-roles` header,
+    /// e.g. `"librarian"` or `"viewer, editor"`); without it a call sends none.
+    ///
+    /// ```
+    /// let api = cqrs_testkit::api::Api::new("http://127.0.0.1:9000").with_roles("librarian");
+    /// assert_eq!(api.roles(), Some("librarian"));
+    /// ```
+    pub fn with_roles(mut self, roles: &str) -> Self {
+        self.roles = Some(roles.to_string());
+        self
+    }
+
+    /// The roles the calls send, if any ([`Api::with_roles`]).
+    pub fn roles(&self) -> Option<&str> {
+        self.roles.as_deref()
+    }
+
     /// The base URL.
     pub fn base(&self) -> &str {
         &self.base
     }
 
-    /// Sends `method path` as a caller of `tenant` (user [`USER`]) with `body` as JSON; returns the
+    /// Sends `method path` as a caller of `tenant` (user [`USER`], the roles of [`Api::with_roles`])
+    /// with `body` as JSON; returns the
     /// status and the answer as JSON (`Null` when it is not JSON). Waits up to 5 minutes: the first
     /// request to a function under `cargo lambda watch` compiles it.
     pub async fn call(
@@ -71,12 +91,16 @@ impl Api {
         tenant: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
-        let request = hyper::Request::builder()
+        let mut request = hyper::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base))
             .header("x-tenant-code", tenant)
             .header("x-user-id", USER)
-            .header("content-type", "application/json")
+            .header("content-type", "application/json");
+        if let Some(roles) = &self.roles {
+            request = request.header("x-roles", roles);
+        }
+        let request = request
             .body(Full::new(bytes::Bytes::from(
                 body.map(|b| b.to_string()).unwrap_or_default(),
             )))

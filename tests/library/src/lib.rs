@@ -1,9 +1,18 @@
-//! The lending library's own code: its rules on loans and members (command hooks) and a sync
-//! target. The binaries `cqrs new` wrote hand them to the framework.
+//! The lending library's own code: the one rule its model does not declare (a command hook), its own
+//! route and a sync target. The binaries `cqrs new` wrote hand them to the framework.
+//!
+//! Its other rules are declarations in `model.toml`, enforced by the framework in each command's
+//! own transaction: a copy's (isbn, copyNo) is unique among the tenant's live copies
+//! (`unique.copy_number`), a member holds at most 3 loans out (`limits.loans_out`: through
+//! returns, soft deletes, restores and a loan moved to another member), a loan names a live
+//! copy that is not a reference copy and a live member (`references.copy`, `references.member`),
+//! and only a librarian creates, updates or deletes copies and loans (`roles`).
 
-use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
+use cqrs_command_handler::hooks::{HookCommand, Hooks, limit_key};
 use cqrs_problem::ApiError;
 use cqrs_routes::{Caller, Json, Path, Problem, Store};
+
+pub mod model;
 
 /// The library's model (`model.toml`), compiled in.
 pub const MODEL: &str = include_str!("../model.toml");
@@ -15,95 +24,64 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[(
     include_str!("../migrations/V1__model.sql"),
 )];
 
-/// The library's command hooks, by entity.
+/// The model's limit on a member's loans out (`limits.loans_out` of entity `loan`).
+pub const LOANS_OUT: &str = "loan.loans_out";
+
+/// The library's command hooks, by entity: [`member_rules`] (one hook per entity).
 pub fn hooks() -> Hooks {
-    Hooks::new().on("loan", LoanRules).on("member", MemberRules)
+    Hooks::new().on_fn("member", member_rules)
 }
 
 fn text<'a>(item: &'a cqrs_item::Item, name: &str) -> Option<&'a str> {
     item.attributes.get(name).and_then(|v| v.as_str())
 }
 
-/// The counter of a member's loans out.
-fn loans_out(member: &str) -> String {
-    format!("loans#{member}")
+/// Members: one with loans out is not deleted (409). The declared limit's member set is checked
+/// empty in the delete's own transaction; a loan created at the same moment checks the member's
+/// head and joins that set, so DynamoDB orders the two: no loan slips in beside the deletion.
+pub fn member_rules(command: &mut HookCommand<'_>) -> Result<(), ApiError> {
+    if command.is_delete() {
+        let member: model::Member = command.typed()?;
+        let holds = ApiError::refused(
+            409,
+            "urn:library:loans-out",
+            "Loans out",
+            format!(
+                "member {} still holds loans: they come back first",
+                member.member_id
+            ),
+        );
+        command.check_limit(LOANS_OUT, &[&member.member_id], 0, holds)?;
+    }
+    Ok(())
 }
 
-/// Loans: a reference copy (`REF-...`) is never lent (422); a member holds at most 3 loans out, kept
-/// by a counter in each loan's own transaction (409 when a fourth would go out).
-pub struct LoanRules;
-
-impl CommandHook for LoanRules {
-    fn before_write<'a>(&'a self, command: &'a mut HookCommand<'_>) -> HookFuture<'a> {
-        Box::pin(async move {
-            let item = command.item();
-            let copy = text(item, "copyId").unwrap_or_default().to_string();
-            let member = text(item, "memberId").unwrap_or_default().to_string();
-            let is_out = text(item, "status") == Some("out");
-            let was_out = command.stored().and_then(|s| text(s, "status")) == Some("out");
-            if is_out && copy.starts_with("REF-") {
-                return Err(ApiError::refused(
-                    422,
-                    "urn:library:reference-copy",
-                    "Reference copy",
-                    format!("copy {copy} is for reading in the library"),
-                ));
-            }
-            if is_out && !was_out {
-                let full = ApiError::refused(
-                    409,
-                    "urn:library:loan-limit",
-                    "Loan limit",
-                    format!("member {member} already holds 3 loans"),
-                );
-                command.counter(&loans_out(&member), 1, 3, full)?;
-            } else if was_out && !is_out {
-                let broken = ApiError::Internal(format!("{} went below 0", loans_out(&member)));
-                command.counter(&loans_out(&member), -1, 3, broken)?;
-            }
-            Ok(())
-        })
-    }
-}
-
-/// Members: one with loans out is not deleted (409), checked by the same counter in the delete's
-/// own transaction.
-pub struct MemberRules;
-
-impl CommandHook for MemberRules {
-    fn before_write<'a>(&'a self, command: &'a mut HookCommand<'_>) -> HookFuture<'a> {
-        Box::pin(async move {
-            if command.item().is_deleted {
-                let member = text(command.item(), "memberId")
-                    .unwrap_or_default()
-                    .to_string();
-                let holds = ApiError::refused(
-                    409,
-                    "urn:library:loans-out",
-                    "Loans out",
-                    format!("member {member} still holds loans: they come back first"),
-                );
-                command.counter(&loans_out(&member), 0, 0, holds)?;
-            }
-            Ok(())
-        })
-    }
+/// The library's model, parsed once.
+fn library_model() -> Result<&'static cqrs_model::Model, ApiError> {
+    static PARSED: std::sync::OnceLock<Result<cqrs_model::Model, String>> =
+        std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| cqrs_model::Model::parse(MODEL).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| ApiError::Internal(format!("model.toml: {e}")))
 }
 
 /// The library's own route, `GET /members/{memberId}/loans` (operation `memberLoans` of the route
 /// function `member-loans`, declared in `model.toml`): how many loans a member of the caller's
-/// tenant holds out, `{"memberId": "m1", "loansOut": 2}`, the counter the loan rules keep. It is a
-/// binary of the service's own (`src/bin/member-loans.rs`) beside the framework's, and shares their
-/// caller (JWT claims, or local headers), tenant and problem documents: a caller that cannot be
-/// established is a 401, another path a 404, as the framework answers them.
+/// tenant holds out, `{"memberId": "m1", "loansOut": 2}`, the size of the member's group of the
+/// declared limit `loans_out` (its guard item, read strongly consistent; the key from the model,
+/// never spelled out here). It is a binary of the service's own (`src/bin/member-loans.rs`) beside
+/// the framework's, and shares their caller (JWT claims, or local headers), tenant and problem
+/// documents: a caller that cannot be established is a 401, another path a 404, as the framework
+/// answers them.
 pub async fn member_loans(
     caller: Caller,
     store: Store,
     Path(member): Path<String>,
 ) -> Result<Json<serde_json::Value>, Problem> {
-    let loans = store
-        .counter(&caller.tenant_code, &loans_out(&member))
-        .await?;
+    let key = limit_key(library_model()?, &caller.tenant_code, LOANS_OUT, &[&member])
+        .map_err(ApiError::Internal)?;
+    let loans = store.limit_members(&key).await?;
     Ok(Json(
         serde_json::json!({"memberId": member, "loansOut": loans}),
     ))

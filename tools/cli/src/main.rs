@@ -1,7 +1,8 @@
 //! `cqrs`: the operator CLI. `cqrs model check` checks a model file (every error names the entity
 //! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them; `cqrs model openapi`
-//! prints the HTTP API's OpenAPI document for the model ([`openapi`]); `cqrs model sam` the SAM
+//! prints the HTTP API's OpenAPI document for the model ([`openapi`]); `cqrs model rust` its typed
+//! entities (`cqrs_model::rust::render`, a service's `src/model.rs`); `cqrs model sam` the SAM
 //! template of a service with the model, and `cqrs new` a new service ([`new`]). `cqrs template`
 //! writes a service's `template.yaml` (the framework's, its own routes, its own part) and its
 //! local router, or checks them ([`template`]).
@@ -86,10 +87,12 @@ enum Command {
     /// partition. Exit 1 when something is flagged.
     Report(Box<report::ReportArgs>),
     /// Re-project the data table from the history table with the current entity model
-    /// (backfills new index keys); resumable from a checkpoint.
+    /// (backfills new index keys); resumable from a checkpoint. `--sql`: the relational read model
+    /// instead; `--constraints`: repair the declared constraints' guard items.
     Rebuild(ops::rebuild::RebuildArgs),
     /// Compare the data table with the newest history version of every item; exit 1 on a
-    /// difference.
+    /// difference. `--sql`: the relational read model instead; `--constraints`: the declared
+    /// constraints' guard items against the stored items.
     Verify(ops::verify::VerifyArgs),
     /// List and show parked records, and re-project the items they name.
     Redrive(ops::redrive::RedriveArgs),
@@ -177,6 +180,15 @@ enum ModelCommand {
         #[arg(long, default_value = "model.toml")]
         file: PathBuf,
     },
+    /// Print the service's typed entities: a serde struct per entity (required attributes
+    /// required, optional ones `Option`, enums as enums, `cqrs_item::TypedEntity`), for hooks and
+    /// routes to read a command as `command.typed::<Loan>()` (`cqrs model rust > src/model.rs`;
+    /// the service's tests/model.rs checks that file against model.toml).
+    Rust {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+    },
 }
 
 fn load(file: &PathBuf) -> Result<Result<Model, cqrs_model::ModelErrors>, ExitCode> {
@@ -250,6 +262,17 @@ fn main() -> ExitCode {
                 }
                 Err(e) => ops::fail("model openapi", e),
             },
+            Ok(Err(errors)) => {
+                eprintln!("{}: {errors}", file.display());
+                ExitCode::from(1)
+            }
+            Err(code) => code,
+        },
+        Command::Model(ModelCommand::Rust { file }) => match load(&file) {
+            Ok(Ok(model)) => {
+                print!("{}", cqrs_model::rust::render(&model));
+                ExitCode::SUCCESS
+            }
             Ok(Err(errors)) => {
                 eprintln!("{}: {errors}", file.display());
                 ExitCode::from(1)

@@ -1,7 +1,8 @@
 //! `cqrs new <dir>`: a new service on the framework. It writes the service's `Cargo.toml` (the
 //! framework crates from a path, a git repository or the registry, by `--framework`), a starter
 //! `model.toml`, `template.yaml` (the SAM template, whose data table holds the model's GSIs), its
-//! own code in `src/lib.rs` (an example command hook), the three functions' binaries, sample
+//! own code in `src/lib.rs` (an example command hook), its typed entities in `src/model.rs` (what
+//! `cqrs model rust` prints), the three functions' binaries, sample
 //! `events/`, a test of the model and its hooks, a Makefile and a README. Everything is rendered from the files under `src/new/` of this package,
 //! so the output is the same on every machine ([`render`], snapshot-tested).
 //!
@@ -349,6 +350,7 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         (".gitignore", GITIGNORE.to_string()),
         ("requirements-tools.txt", REQUIREMENTS.to_string()),
         ("src/lib.rs", fill(LIB)),
+        ("src/model.rs", cqrs_model::rust::render(&model)),
         ("src/bin/command-handler.rs", fill(COMMAND_HANDLER)),
         ("src/bin/data-sync.rs", DATA_SYNC.to_string()),
         ("src/bin/query-handler.rs", fill(QUERY_HANDLER)),

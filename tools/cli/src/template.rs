@@ -190,7 +190,7 @@ pub fn route_resources(route: &RouteFunction) -> String {
             Access::Data => "  #   - the data table and its indexes: GetItem, Query, BatchGetItem",
             Access::History => "  #   - the history table: GetItem, Query",
             Access::Counters => {
-                "  #   - the counters (COUNTER# items of the idempotency table): GetItem"
+                "  #   - the counters and the declared limits' member sets (COUNTER# and GUARD#\n  #     items of the idempotency table): GetItem"
             }
             Access::Sql => "  #   - its database user through RDS Proxy, in the VPC (when SqlOn)",
             _ => "  #   - (unknown access)",
@@ -259,6 +259,9 @@ pub fn route_resources(route: &RouteFunction) -> String {
         line("                  ForAllValues:StringLike:");
         line("                    dynamodb:LeadingKeys:");
         line("                      - 'COUNTER#*'");
+        // The member sets of the model's declared limits (Store::limit_members): a route that
+        // shows "3 loans out" reads the guard item the limit keeps.
+        line("                      - 'GUARD#*'");
     }
     if sql {
         // The proxy exists only when SqlOn: the database's grants are a policy of their own,
@@ -1289,7 +1292,8 @@ path = "/members/{memberId}/loans"
         assert!(loans.get("Environment").is_none());
         let role = serde_yaml::to_string(&r["LoansRole"]).unwrap();
         assert!(role.contains("HistoryTable.Arn"), "{role}");
-        // The counters: GetItem on the idempotency table's COUNTER# keys alone.
+        // The counters: GetItem on the idempotency table's COUNTER# keys and the declared limits'
+        // GUARD# member sets alone (never HEAD#, idempotency records or anything else).
         let statements = r["LoansRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
             .as_sequence()
             .unwrap();
@@ -1301,9 +1305,10 @@ path = "/members/{memberId}/loans"
             serde_yaml::to_string(&counters["Action"]).unwrap(),
             "- dynamodb:GetItem\n"
         );
+        let leading = &counters["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
         assert_eq!(
-            counters["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"][0],
-            "COUNTER#*"
+            serde_yaml::to_string(leading).unwrap(),
+            "- COUNTER#*\n- GUARD#*\n"
         );
         for absent in [
             "rds-db",

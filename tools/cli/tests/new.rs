@@ -226,3 +226,28 @@ fn a_folder_that_is_not_empty_is_left_alone() {
     assert!(err.contains("service name"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `cqrs model rust` prints `cqrs_model::rust::render` of the model file, and the library's
+/// committed `src/model.rs` is what it prints for the library's model (its generated service's
+/// tests/model.rs checks the same, in CI's generated-service run).
+#[test]
+fn cqrs_model_rust_prints_the_typed_entities_and_the_librarys_are_current() {
+    let library = format!("{ROOT}/tests/library");
+    let (code, out, err) = cqrs(&["model", "rust", "--file", &format!("{library}/model.toml")]);
+    assert_eq!(code, 0, "{err}");
+    let model = cqrs_model::Model::parse(
+        &std::fs::read_to_string(format!("{library}/model.toml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(out, cqrs_model::rust::render(&model));
+    assert!(out.contains("pub struct Loan {"), "{out}");
+    let committed = std::fs::read_to_string(format!("{library}/src/model.rs")).unwrap();
+    assert!(
+        out == committed,
+        "tests/library/src/model.rs: run `cqrs model rust --file tests/library/model.toml > tests/library/src/model.rs`"
+    );
+    // A model that does not check is exit 1, naming the file.
+    let (code, _, err) = cqrs(&["model", "rust", "--file", &format!("{ROOT}/Cargo.toml")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("Cargo.toml"), "{err}");
+}

@@ -8,6 +8,10 @@
 //! versions span pages is written once per page, and the newest always wins, so no state is kept
 //! between pages: after each page the segment's position goes into the checkpoint file, and a
 //! run that is killed resumes from there. The checkpoint is removed when the run completes.
+//!
+//! With `--constraints`, the guard items of the model's declared constraints are repaired instead
+//! (`super::verify::constraints`): newest wins, each fix tied to the version of its items, beside
+//! live commands.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -69,8 +73,17 @@ pub struct RebuildArgs {
     pub json: bool,
     /// Rebuild the relational read model (PostgreSQL at --sql-url or --sql-host) from the data
     /// table instead: every difference `cqrs verify --sql` finds is written over with the data table's state.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "constraints")]
     pub sql: bool,
+    /// Repair the guard items of the model's declared constraints (unique values, bounded groups,
+    /// the heads' mirrors of referenced entities) instead: every difference `cqrs verify
+    /// --constraints` finds, newest wins, each fix one transaction tied to the version of the
+    /// items it is about (so it runs beside live commands; a fix a command overtook is confirmed
+    /// again and retried). Two live holders of one value, a group over its bound and a dangling
+    /// reference are listed, not repaired; exit 1 while anything is left. Run it after deploying
+    /// a model that adds a constraint.
+    #[arg(long)]
+    pub constraints: bool,
     /// Where the relational read model is (a connection string, or RDS Proxy with IAM).
     #[command(flatten)]
     pub sql_target: super::sql::SqlTarget,
@@ -161,6 +174,17 @@ pub async fn run(args: RebuildArgs) -> ExitCode {
             model: &args.model,
             segments: args.segments,
             show: 10,
+            json: args.json,
+            repair: true,
+        })
+        .await;
+    }
+    if args.constraints {
+        return super::verify::constraints::run(super::verify::constraints::Run {
+            connection: &args.connection,
+            model: &args.model,
+            tenant: args.tenant.as_deref(),
+            show: LISTED,
             json: args.json,
             repair: true,
         })

@@ -7,6 +7,11 @@
 //! `entity`, `modelRevision`). The counts and the first keys of each kind are printed; the exit
 //! code is 1 when anything differs. With `--sql`, the relational read model is compared with the
 //! data table instead (`super::sql`).
+//!
+//! With `--constraints`, the declared constraints of the model (`unique`, `limits`, `references`)
+//! are checked instead ([`constraints`]): the guard items of the idempotency table against what the
+//! newest version of every item holds (`cqrs_store::constraints::verify`). Each difference is
+//! confirmed on consistent re-reads before it is printed; `cqrs rebuild --constraints` repairs them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
@@ -19,6 +24,8 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use super::{Connection, EXIT_DIFFERENCE, Need, fail, spinner};
+
+pub mod constraints;
 
 /// Compare the data table with the newest history version of every item.
 #[derive(Debug, Args)]
@@ -39,12 +46,20 @@ pub struct VerifyArgs {
     pub json: bool,
     /// Compare the relational read model (PostgreSQL at --sql-url or --sql-host) with the data
     /// table instead.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "constraints")]
     pub sql: bool,
+    /// Check the model's declared constraints (unique values, bounded groups, references, the
+    /// heads' mirrors) instead: the guard items (idempotency table) against the newest version of
+    /// every item (command and data tables). It scans all three tables whole (with --tenant, the
+    /// tenant's items and guards; global uniques need the whole table). Differences are confirmed
+    /// on consistent re-reads; `cqrs rebuild --constraints` repairs them.
+    #[arg(long)]
+    pub constraints: bool,
     /// Where the relational read model is (a connection string, or RDS Proxy with IAM).
     #[command(flatten)]
     pub sql_target: super::sql::SqlTarget,
-    /// With --sql: the service's model file (what each state's row is).
+    /// With --sql or --constraints: the service's model file (what each state's row is, the
+    /// declared constraints).
     #[arg(long, default_value = "model.toml")]
     pub model: std::path::PathBuf,
 }
@@ -73,6 +88,17 @@ pub async fn run(args: VerifyArgs) -> ExitCode {
             target: &args.sql_target,
             model: &args.model,
             segments: args.segments,
+            show: args.show,
+            json: args.json,
+            repair: false,
+        })
+        .await;
+    }
+    if args.constraints {
+        return constraints::run(constraints::Run {
+            connection: &args.connection,
+            model: &args.model,
+            tenant: args.tenant.as_deref(),
             show: args.show,
             json: args.json,
             repair: false,

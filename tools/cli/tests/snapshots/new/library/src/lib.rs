@@ -2,10 +2,14 @@
 //! routes' handlers. The binaries in `src/bin/` hand them to the framework; the tests in `tests/`
 //! run them against DynamoDB Local.
 
-use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
+use cqrs_command_handler::hooks::{HookCommand, Hooks};
 use cqrs_problem::ApiError;
 use cqrs_routes::sql::{Sql, failed};
 use cqrs_routes::{Json, Problem, Query, Tenant};
+
+pub mod model;
+
+pub use model::TaskStatus;
 
 /// The service's model (`model.toml`), compiled in.
 pub const MODEL: &str = include_str!("../model.toml");
@@ -19,34 +23,28 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[(
     include_str!("../migrations/V1__model.sql"),
 )];
 
-/// The service's command hooks, by entity.
+/// The service's command hooks, by entity (one hook per entity: a closure, an `async fn` with
+/// `Hooks::on_async`, or a type implementing `CommandHook` with `Hooks::on`).
 pub fn hooks() -> Hooks {
-    Hooks::new().on("task", TaskRules)
+    Hooks::new().on_fn("task", task_rules)
 }
 
 /// A task that is done stays done: a command that would open it again is refused (422), and nothing
-/// is written.
-pub struct TaskRules;
-
-fn status(item: &cqrs_item::Item) -> Option<&str> {
-    item.attributes.get("status").and_then(|v| v.as_str())
-}
-
-impl CommandHook for TaskRules {
-    fn before_write<'a>(&'a self, command: &'a mut HookCommand<'_>) -> HookFuture<'a> {
-        Box::pin(async move {
-            let was_done = command.stored().and_then(status) == Some("done");
-            if was_done && status(command.item()) != Some("done") {
-                return Err(ApiError::refused(
-                    422,
-                    "urn:library:task-done",
-                    "Task done",
-                    "a task that is done stays done",
-                ));
-            }
-            Ok(())
-        })
+/// is written. The command reads as the typed `model::Task` (`src/model.rs`, written by `cqrs
+/// model rust` from model.toml).
+pub fn task_rules(command: &mut HookCommand<'_>) -> Result<(), ApiError> {
+    let was_done = command
+        .stored_typed::<model::Task>()?
+        .is_some_and(|task| task.status == TaskStatus::Done);
+    if was_done && command.typed::<model::Task>()?.status != TaskStatus::Done {
+        return Err(ApiError::refused(
+            422,
+            "urn:library:task-done",
+            "Task done",
+            "a task that is done stays done",
+        ));
     }
+    Ok(())
 }
 
 /// The query of `GET /tasks/report` (declared in `model.toml`, `[routes.task-report]`): a value
@@ -59,16 +57,6 @@ pub struct ReportQuery {
     pub sort: Option<ReportSort>,
     /// At most this many items, 1 to 500 (50 by default).
     pub limit: Option<i64>,
-}
-
-/// A task's status, as the model's `status` enum spells it.
-#[derive(Debug, Clone, Copy, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskStatus {
-    /// Not done yet.
-    Open,
-    /// Done (and it stays done: [`TaskRules`]).
-    Done,
 }
 
 /// The report's order.
@@ -97,10 +85,7 @@ pub async fn task_report(
     if !(1..=500).contains(&limit) {
         return Err(ApiError::bad_field("limit", "must be a number from 1 to 500").into());
     }
-    let status = query.status.map(|status| match status {
-        TaskStatus::Open => "open",
-        TaskStatus::Done => "done",
-    });
+    let status = query.status.map(TaskStatus::as_str);
     let order = match query.sort.unwrap_or(ReportSort::Title) {
         ReportSort::Title => r#""title", "taskId""#,
         ReportSort::Updated => r#""updated_at" DESC, "taskId""#,

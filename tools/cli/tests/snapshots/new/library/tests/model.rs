@@ -1,5 +1,6 @@
-//! The service's model checks (the functions compile it in and check it again at start), and every
-//! command hook is on an entity of the model.
+//! The service's model checks (the functions compile it in and check it again at start), every
+//! command hook is on an entity of the model, and what is generated from the model (the typed
+//! entities of src/model.rs, the migrations) is up to date.
 
 #[test]
 fn the_model_checks_and_the_hooks_are_on_its_entities() {
@@ -9,6 +10,26 @@ fn the_model_checks_and_the_hooks_are_on_its_entities() {
     };
     if let Err(error) = library::hooks().check(&model) {
         panic!("{error}");
+    }
+}
+
+/// src/model.rs is what `cqrs model rust` prints for model.toml (it is committed, so a model change
+/// shows its Rust consequence in the diff).
+#[test]
+fn the_typed_entities_are_up_to_date() {
+    let model = cqrs_model::Model::parse(library::MODEL).expect("model.toml checks");
+    let generated = cqrs_model::rust::render(&model);
+    let committed = include_str!("../src/model.rs");
+    if generated != committed {
+        let line = generated
+            .lines()
+            .zip(committed.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| generated.lines().count().min(committed.lines().count()));
+        panic!(
+            "src/model.rs does not match model.toml (from line {}): run `cqrs model rust > src/model.rs`",
+            line + 1
+        );
     }
 }
 
