@@ -22,27 +22,7 @@ use serde_json::{Value, json};
 
 /// A lending library: copies are unique by (isbn, copyNo) in the tenant, a member has at most 3
 /// loans out, a loan names a live copy that is not a reference copy.
-const MODEL: &str = r#"
-[entities.copy]
-pk = "COPY#{tenant}"
-sk = "{copyId}"
-attributes.copyId = { type = "string", required = true, max = 40 }
-attributes.isbn = { type = "string", required = true, max = 13 }
-attributes.copyNo = { type = "number", required = true }
-attributes.reference = { type = "boolean" }
-unique.copy_number = { attributes = ["isbn", "copyNo"] }
-
-[entities.loan]
-pk = "LOAN#{tenant}"
-sk = "{loanId}"
-id = "loanId"
-attributes.loanId = { type = "string", max = 26 }
-attributes.memberId = { type = "string", required = true, max = 40 }
-attributes.copyId = { type = "string", required = true, max = 40 }
-attributes.status = { type = "enum", values = ["out", "returned"], required = true }
-limits.loans_out = { per = "memberId", when = { status = ["out"] }, at_most = 3 }
-references.copy = { entity = "copy", unless = { reference = ["true"] } }
-"#;
+const MODEL: &str = cqrs_testkit::models::CONSTRAINED_LIBRARY;
 
 const ISBN: &str = "9780000000001";
 

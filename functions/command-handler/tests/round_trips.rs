@@ -432,26 +432,7 @@ async fn a_cold_create_makes_the_calls_of_the_floor() {
 /// A model with each kind of declared constraint (issue 38): the guards ride in the command's own
 /// transaction, so a constrained create is still the transaction alone and a `version: N` its base
 /// row then the transaction.
-const CONSTRAINED: &str = r#"
-[entities.copy]
-pk = "COPY#{tenant}"
-sk = "{copyId}"
-attributes.copyId = { type = "string", required = true, max = 40 }
-attributes.isbn = { type = "string", required = true, max = 13 }
-attributes.copyNo = { type = "number", required = true }
-attributes.reference = { type = "boolean" }
-unique.copy_number = { attributes = ["isbn", "copyNo"] }
-
-[entities.loan]
-pk = "LOAN#{tenant}"
-sk = "{loanId}"
-attributes.loanId = { type = "string", required = true, max = 26 }
-attributes.memberId = { type = "string", required = true, max = 40 }
-attributes.copyId = { type = "string", required = true, max = 40 }
-attributes.status = { type = "enum", values = ["out", "returned"], required = true }
-limits.loans_out = { per = "memberId", when = { status = ["out"] }, at_most = 3 }
-references.copy = { entity = "copy", unless = { reference = ["true"] } }
-"#;
+const CONSTRAINED: &str = cqrs_testkit::models::CONSTRAINED_LIBRARY;
 
 #[tokio::test]
 async fn a_constrained_create_is_one_round_trip_and_a_version_n_two() {

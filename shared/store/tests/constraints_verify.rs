@@ -12,26 +12,8 @@ use cqrs_store::constraints::{Difference, plan, repair, verify};
 use cqrs_store::{Store, Tables};
 use cqrs_testkit::TestTables;
 
-const MODEL: &str = r#"
-[entities.copy]
-pk = "COPY#{tenant}"
-sk = "{copyId}"
-attributes.copyId = { type = "string", required = true, max = 40 }
-attributes.isbn = { type = "string", required = true, max = 13 }
-attributes.copyNo = { type = "number", required = true }
-attributes.reference = { type = "boolean" }
-unique.copy_number = { attributes = ["isbn", "copyNo"] }
-
-[entities.loan]
-pk = "LOAN#{tenant}"
-sk = "{loanId}"
-attributes.loanId = { type = "string", required = true, max = 26 }
-attributes.memberId = { type = "string", required = true, max = 40 }
-attributes.copyId = { type = "string", required = true, max = 40 }
-attributes.status = { type = "enum", values = ["out", "returned"], required = true }
-limits.loans_out = { per = "memberId", when = { status = ["out"] }, at_most = 3 }
-references.copy = { entity = "copy", unless = { reference = ["true"] } }
-"#;
+/// One declared constraint of each kind.
+const MODEL: &str = cqrs_testkit::models::CONSTRAINED_LIBRARY;
 
 async fn store() -> (Store, TestTables) {
     let t = cqrs_testkit::fresh_tables().await;

@@ -27,6 +27,7 @@
 //! - [`tables`]: create a [`template::TableSpec`] with the SDK, wait for
 //!   `ACTIVE`, read streams.
 //! - [`fixtures`]: [`TestTables`] and [`fresh_tables`].
+//! - [`models`]: small models the tests of several crates share.
 //! - [`own_routes`]: what a service's own route functions deploy, on the transformed template.
 //! - [`routers`]: `template.yaml`'s HTTP API routes and the `cargo lambda watch` router agree.
 //! - [`round_trips`]: a client that records every DynamoDB call, and the sequential round trips
@@ -38,6 +39,7 @@ pub mod fixtures;
 pub mod http_event;
 pub mod iam;
 pub mod local_quirks;
+pub mod models;
 pub mod own_routes;
 pub mod round_trips;
 pub mod routers;

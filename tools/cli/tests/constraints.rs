@@ -16,40 +16,22 @@ use cqrs_testkit::TestTables;
 use cqrs_testkit::http_event::HttpApiRequest;
 use serde_json::{Value, json};
 
-const MODEL: &str = r#"
-[entities.member]
-pk = "MEMBER#{tenant}"
-sk = "{memberId}"
-attributes.memberId = { type = "string", required = true, max = 40 }
-
-[entities.copy]
-pk = "COPY#{tenant}"
-sk = "{copyId}"
-attributes.copyId = { type = "string", required = true, max = 40 }
-attributes.isbn = { type = "string", required = true, max = 13 }
-attributes.copyNo = { type = "number", required = true }
-attributes.reference = { type = "boolean" }
-unique.copy_number = { attributes = ["isbn", "copyNo"] }
-
-[entities.loan]
-pk = "LOAN#{tenant}"
-sk = "{loanId}"
-id = "loanId"
-attributes.loanId = { type = "string", max = 26 }
-attributes.memberId = { type = "string", required = true, max = 40 }
-attributes.copyId = { type = "string", required = true, max = 40 }
-attributes.status = { type = "enum", values = ["out", "returned"], required = true }
-limits.loans_out = { per = "memberId", when = { status = ["out"] }, at_most = 3 }
-references.copy = { entity = "copy", unless = { reference = ["true"] } }
-references.member = { entity = "member" }
-"#;
+/// The shared constrained library with a member that loans name (`loan.member`).
+fn model() -> String {
+    format!(
+        "{}references.member = {{ entity = \"member\" }}\n\n[entities.member]\n\
+         pk = \"MEMBER#{{tenant}}\"\nsk = \"{{memberId}}\"\n\
+         attributes.memberId = {{ type = \"string\", required = true, max = 40 }}\n",
+        cqrs_testkit::models::CONSTRAINED_LIBRARY
+    )
+}
 
 /// Runs `cqrs <args>` on the tables of `t` with the test's model; answers the exit code, the
 /// parsed JSON output (`Null` when it is not JSON) and the output.
 fn cqrs(t: &TestTables, args: &[&str]) -> (i32, Value, Output) {
     let service = std::env::temp_dir().join(format!("cqrs-constraints-{}", t.data));
     std::fs::create_dir_all(&service).expect("a service folder");
-    std::fs::write(service.join("model.toml"), MODEL).expect("model.toml");
+    std::fs::write(service.join("model.toml"), model()).expect("model.toml");
     let output = Command::new(env!("CARGO_BIN_EXE_cqrs"))
         .current_dir(&service)
         .args(args)
@@ -83,7 +65,7 @@ async fn library() -> (App, TestTables) {
             &tables.idempotency,
         ),
     );
-    let model = cqrs_model::Model::parse(MODEL).expect("the test's model checks");
+    let model = cqrs_model::Model::parse(&model()).expect("the test's model checks");
     (App::new(store, CallerMode::Jwt, model), tables)
 }
 
