@@ -1,7 +1,12 @@
 // Generates the TypeScript types of the cqrs-dynamo HTTP API from openapi.yaml with openapi-typescript's
 // Node API (its `transform` option is not available on the CLI).
 //
-//   node scripts/generate.mjs [OPENAPI_YAML] [OUT_D_TS]     (defaults: ../../openapi.yaml src/generated/api.d.ts)
+//   node scripts/generate.mjs [OPENAPI_YAML] [OUT_D_TS] [EVENTS_YAML] [EVENTS_D_TS]
+//       (defaults: ../../openapi.yaml src/generated/api.d.ts ../../events.asyncapi.yaml src/generated/events.d.ts)
+//
+// The change events' types come from events.asyncapi.yaml (`cqrs model events`): its schemas are JSON
+// Schema, which an OpenAPI 3.1 document's components hold as they are, so openapi-typescript types them
+// as it types the API's: `components["schemas"]["order.Event"]`, numbers `Decimal` (from api.d.ts).
 //
 // Numbers: the API keeps 38 significant digits, more than a JavaScript number holds. src/client.ts
 // parses every response with lossless-json, which gives a plain `number` where the digits survive a
@@ -14,8 +19,15 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import ts from "typescript";
 import openapiTS, { astToString } from "openapi-typescript";
+// openapi-typescript's own YAML reader (its dependency, pinned in package-lock.json).
+import { parseYaml } from "@redocly/openapi-core";
 
-const [input = "../../openapi.yaml", output = "src/generated/api.d.ts"] = process.argv.slice(2);
+const [
+  input = "../../openapi.yaml",
+  output = "src/generated/api.d.ts",
+  eventsInput = "../../events.asyncapi.yaml",
+  eventsOutput = "src/generated/events.d.ts",
+] = process.argv.slice(2);
 
 const DECIMAL_FORMATS = new Set(["decimal", "int64"]);
 const NULL = ts.factory.createLiteralTypeNode(ts.factory.createNull());
@@ -47,7 +59,7 @@ function flattenUnion(node) {
   return members.length === node.types.length ? node : ts.factory.createUnionTypeNode(members);
 }
 
-const ast = await openapiTS(pathToFileURL(path.resolve(input)), {
+const options = {
   inject: [
     "/** A number the API answered with more digits than a float64 keeps: at run time a LosslessNumber of",
     " *  lossless-json (src/client.ts). Only its data is declared here, because openapi-fetch's response",
@@ -72,8 +84,18 @@ const ast = await openapiTS(pathToFileURL(path.resolve(input)), {
   postTransform(type) {
     return flattenUnion(type);
   },
-});
+};
+const ast = await openapiTS(pathToFileURL(path.resolve(input)), options);
 
 fs.mkdirSync(path.dirname(output), { recursive: true });
 fs.writeFileSync(output, astToString(ast));
 console.log(`generated ${output} from ${input} (${decimals} decimal number schemas typed Decimal)`);
+
+const events = parseYaml(fs.readFileSync(eventsInput, "utf8"));
+const before = decimals;
+const eventsAst = await openapiTS(
+  { openapi: "3.1.0", info: events.info, paths: {}, components: { schemas: events.components.schemas } },
+  { ...options, inject: 'import type { Decimal } from "./api.js";' },
+);
+fs.writeFileSync(eventsOutput, astToString(eventsAst));
+console.log(`generated ${eventsOutput} from ${eventsInput} (${decimals - before} decimal number schemas typed Decimal)`);

@@ -23,6 +23,8 @@ export type { components, Decimal, ExactNumber, paths };
 export { isLosslessNumber, LosslessNumber };
 /** The document's schemas by name: `Schemas["order.Create"]`, `Schemas["order.Item"]`, ... */
 export type Schemas = components["schemas"];
+/** The change events' schemas (events.asyncapi.yaml, `cqrs model events`): `Events["order.Event"]`, ... */
+export type Events = import("./generated/events.js").components["schemas"];
 export type ApiClient = Client<paths>;
 
 /** lossless-json's number parser for this API: exact digits always, a plain number where that is exact. */

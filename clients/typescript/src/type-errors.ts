@@ -3,7 +3,7 @@
 // error itself). scripts/typescript-client.sh also type-checks a copy with these comments removed and
 // requires exactly these errors: the code, on the line below the comment, with the fragment in the
 // diagnostic's text, so a comment can never hide some other error.
-import { createApiClient, LosslessNumber, type Decimal, type Schemas } from "./client.js";
+import { createApiClient, LosslessNumber, type Decimal, type Events, type Schemas } from "./client.js";
 
 const api = createApiClient({ baseUrl: "http://127.0.0.1:9000" });
 
@@ -97,3 +97,8 @@ export async function patternNeedsUserId(): Promise<void> {
   // @ts-expect-error TS2741 `Property 'userId' is missing` orders_of_user needs userId
   await api.GET("/query/orders_of_user", { params: { query: { order: "desc" } } });
 }
+
+// A change event (events.asyncapi.yaml): its type names one of its entity's three changes.
+export const orderUpdated: Events["order.Event"]["type"] = "order.updated";
+// @ts-expect-error TS2322 `Type '"order.shipped"' is not assignable` no such change of an order
+export const orderShipped: Events["order.Event"]["type"] = "order.shipped";

@@ -1,7 +1,8 @@
 //! `cqrs`: the operator CLI. `cqrs model check` checks a model file (every error names the entity
 //! and the field); `cqrs model template` prints the data table's `AttributeDefinitions`, `KeySchema`
 //! and `GlobalSecondaryIndexes` exactly as `template.yaml` must hold them; `cqrs model openapi`
-//! prints the HTTP API's OpenAPI document for the model ([`openapi`]); `cqrs model rust` its typed
+//! prints the HTTP API's OpenAPI document for the model ([`openapi`]); `cqrs model events` the change
+//! events' AsyncAPI document ([`events`]); `cqrs model rust` its typed
 //! entities (`cqrs_model::rust::render`, a service's `src/model.rs`); `cqrs model sam` the SAM
 //! template of a service with the model, and `cqrs new` a new service ([`new`]). `cqrs template`
 //! writes a service's `template.yaml` (the framework's, its own routes, its own part) and its
@@ -26,6 +27,7 @@ use clap::{Parser, Subcommand};
 use cqrs_model::Model;
 
 mod dev;
+mod events;
 mod lint;
 mod new;
 mod openapi;
@@ -180,6 +182,18 @@ enum ModelCommand {
         #[arg(long, default_value = "model.toml")]
         file: PathBuf,
     },
+    /// Print the change events' contract for the model: an AsyncAPI 3.0 document with a channel
+    /// per entity (its created, updated and deleted CloudEvents) and each entity event's schema
+    /// (`cqrs model events > events.asyncapi.yaml`). With --schema ENTITY: that entity event's
+    /// JSON Schema 2020-12 alone, as JSON (its `$id` is the events' `dataschema`).
+    Events {
+        /// The model file.
+        #[arg(long, default_value = "model.toml")]
+        file: PathBuf,
+        /// Print this entity's event JSON Schema instead of the document.
+        #[arg(long)]
+        schema: Option<String>,
+    },
     /// Print the service's typed entities: a serde struct per entity (required attributes
     /// required, optional ones `Option`, enums as enums, `cqrs_item::TypedEntity`), for hooks and
     /// routes to read a command as `command.typed::<Loan>()` (`cqrs model rust > src/model.rs`;
@@ -262,6 +276,26 @@ fn main() -> ExitCode {
                 }
                 Err(e) => ops::fail("model openapi", e),
             },
+            Ok(Err(errors)) => {
+                eprintln!("{}: {errors}", file.display());
+                ExitCode::from(1)
+            }
+            Err(code) => code,
+        },
+        Command::Model(ModelCommand::Events { file, schema }) => match load(&file) {
+            Ok(Ok(model)) => {
+                let out = match &schema {
+                    Some(entity) => events::entity_json_schema(&model, entity),
+                    None => events::document(&model),
+                };
+                match out {
+                    Ok(text) => {
+                        print!("{text}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => ops::fail("model events", e),
+                }
+            }
             Ok(Err(errors)) => {
                 eprintln!("{}: {errors}", file.display());
                 ExitCode::from(1)

@@ -31,7 +31,7 @@ use cqrs_model::{
 use serde_yaml::{Mapping, Value};
 
 /// The hand-written routes and components every deployment has.
-const BASE: &str = include_str!("openapi/base.yaml");
+pub(crate) const BASE: &str = include_str!("openapi/base.yaml");
 
 /// The periods a timestamp cut to a bucket is given as.
 const YEAR: &str = "[0-9]{4}";
@@ -377,7 +377,7 @@ fn example_value(name: &str, attr: &Attribute) -> Value {
 }
 
 /// `E.Attributes`: the declared attributes; others are allowed (the model does not refuse them).
-fn attributes_schema(entity: &Entity) -> Value {
+pub(crate) fn attributes_schema(entity: &Entity) -> Value {
     let keys = key_attributes(entity);
     let mut properties = Mapping::new();
     let mut required = Vec::new();
@@ -412,7 +412,7 @@ fn attributes_schema(entity: &Entity) -> Value {
 }
 
 /// The attributes of an example create: every required one and every one that names the item.
-fn example_attributes(entity: &Entity) -> Mapping {
+pub(crate) fn example_attributes(entity: &Entity) -> Mapping {
     let identity = identity_attributes(entity);
     let mut m = Mapping::new();
     for (name, attr) in &entity.attributes {
@@ -618,7 +618,7 @@ fn key_attr_schema(ty: KeyType) -> Value {
 }
 
 /// `E.Item`: an item of the entity as the query API answers it.
-fn item_schema(entity: &Entity, item: &Value) -> Value {
+pub(crate) fn item_schema(entity: &Entity, item: &Value) -> Value {
     let mut properties = Mapping::new();
     if let Some(Value::Mapping(base_props)) = item.get("properties") {
         for (k, v) in base_props {
