@@ -130,7 +130,10 @@ async fn guard_items(h: &Harness) -> Guards {
         .table_name(&h.tables.idempotency)
         .consistent_read(true)
         .filter_expression("begins_with(pk, :g)")
-        .expression_attribute_values(":g", AttributeValue::S("GUARD#".into()))
+        .expression_attribute_values(
+            ":g",
+            AttributeValue::S(format!("{}#", cqrs_keys::GUARD_KEY_PREFIX)),
+        )
         .send()
         .await
         .unwrap();

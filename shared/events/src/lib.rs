@@ -323,15 +323,7 @@ pub fn framework_row(item: &Item) -> Option<&'static str> {
     if cqrs_store::change_log::is_entry(item) {
         return Some("a change log entry");
     }
-    let first = |key: &str| {
-        key.split(cqrs_keys::KEY_SEPARATOR)
-            .next()
-            .unwrap_or_default()
-            .to_string()
-    };
-    if first(&item.pk) == cqrs_keys::MASTER_PK_PREFIX
-        && first(item.base_sk()) == cqrs_keys::TTL_SK_PREFIX
-    {
+    if cqrs_keys::is_ttl_policy_key(&item.pk, item.base_sk()) {
         return Some("a TTL policy");
     }
     None

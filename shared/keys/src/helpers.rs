@@ -185,6 +185,26 @@ pub fn guard_key(scope: &str, entity: &str, constraint: &str, values: &[String])
     key
 }
 
+/// The inverse of [`guard_key`]'s layout: `(scope, entity, constraint)` of a guard key, `None` for
+/// any other key (the digest is not reversible).
+///
+/// ```
+/// let key = cqrs_keys::guard_key("t1", "copy", "number", &["1".into()]);
+/// assert_eq!(cqrs_keys::parse_guard_key(&key), Some(("t1", "copy", "number")));
+/// assert_eq!(cqrs_keys::parse_guard_key("COUNTER#t1#x"), None);
+/// ```
+pub fn parse_guard_key(key: &str) -> Option<(&str, &str, &str)> {
+    let mut parts = key.split(KEY_SEPARATOR);
+    let (prefix, scope, entity, constraint, _digest) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    (prefix == GUARD_KEY_PREFIX && parts.next().is_none()).then_some((scope, entity, constraint))
+}
+
 /// An item's token in a bounded group's member set: the first 22 characters of the base64url
 /// SHA-256 of `pk`, a NUL byte and the base sort key (any version removed). One token per item,
 /// whatever its version.
@@ -283,6 +303,21 @@ pub fn seq_pk(tenant: Option<&str>) -> String {
 /// ```
 pub fn ttl_sk(table: &str) -> String {
     prefixed(TTL_SK_PREFIX, table)
+}
+
+/// Whether `pk` and `sk` are those of a TTL policy (`MASTER#<tenant>` / `TTL#<table>`): only the
+/// first segment of each counts, so a key template (`MASTER#{tenant}`, `TTL#{entity}`) answers
+/// as the keys it makes.
+///
+/// ```
+/// assert!(cqrs_keys::is_ttl_policy_key("MASTER#t1", "TTL#order"));
+/// assert!(cqrs_keys::is_ttl_policy_key("MASTER#{tenant}", "TTL#{entity}"));
+/// assert!(!cqrs_keys::is_ttl_policy_key("MASTER#t1", "DATA#unit#kg"));
+/// ```
+pub fn is_ttl_policy_key(pk: &str, sk: &str) -> bool {
+    let first = |key: &str| key.split(KEY_SEPARATOR).next() == Some(MASTER_PK_PREFIX);
+    let ttl = |key: &str| key.split(KEY_SEPARATOR).next() == Some(TTL_SK_PREFIX);
+    first(pk) && ttl(sk)
 }
 
 /// Inverse of [`generate_id`] when the partition key is known: the base sort

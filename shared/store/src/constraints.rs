@@ -697,20 +697,6 @@ struct Confirmed {
     ties: Vec<(ItemKey, Option<i64>)>,
 }
 
-/// The parts of a guard key `GUARD#scope#entity#constraint#digest`.
-fn parse_guard_key(key: &str) -> Option<(&str, &str, &str)> {
-    let mut parts = key.split('#');
-    let (prefix, scope, entity, constraint, _digest) = (
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-    );
-    (prefix == cqrs_keys::GUARD_KEY_PREFIX && parts.next().is_none())
-        .then_some((scope, entity, constraint))
-}
-
 fn s_attr(item: &Attrs, name: &str) -> Option<String> {
     match item.get(name) {
         Some(AttributeValue::S(s)) => Some(s.clone()),
@@ -1008,7 +994,7 @@ async fn verify_confirmed(
     }
     let mut limit_keys: BTreeSet<String> = BTreeSet::new();
     for (key, guard) in &guards {
-        let Some((scope, entity_name, name)) = parse_guard_key(key) else {
+        let Some((scope, entity_name, name)) = cqrs_keys::parse_guard_key(key) else {
             continue;
         };
         let Some(entity) = model.entity(entity_name) else {
@@ -1130,7 +1116,7 @@ async fn verify_confirmed(
         }
     }
     for key in limit_keys {
-        let Some((_, entity_name, name)) = parse_guard_key(&key) else {
+        let Some((_, entity_name, name)) = cqrs_keys::parse_guard_key(&key) else {
             continue;
         };
         let Some(limit) = model
@@ -1624,13 +1610,6 @@ unique.number = { attributes = "copyNo" }
             fix_now(&unknown, &mut seen),
             "a token still unknown on the next round is removed"
         );
-    }
-
-    #[test]
-    fn guard_keys_name_their_entity_and_constraint() {
-        let key = cqrs_keys::guard_key("t1", "copy", "number", &["1".into()]);
-        assert_eq!(parse_guard_key(&key), Some(("t1", "copy", "number")));
-        assert_eq!(parse_guard_key("COUNTER#t1#x"), None);
     }
 
     /// A fix is tied to the version its difference was confirmed at: a command that wrote the item

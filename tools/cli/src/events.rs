@@ -189,12 +189,9 @@ fn leaving(model: &Model) -> impl Iterator<Item = &Entity> {
         (!first.contains('{')).then_some(first)
     }
     model.entities().iter().filter(|entity| {
-        let pk = literal_prefix(entity.pk.text());
-        let sk = literal_prefix(entity.sk.text());
-        let reserved = pk.is_some_and(|p| cqrs_keys::reserved_prefix(p).is_some());
-        let ttl_policy =
-            pk == Some(cqrs_keys::MASTER_PK_PREFIX) && sk == Some(cqrs_keys::TTL_SK_PREFIX);
-        !reserved && !ttl_policy
+        let reserved = literal_prefix(entity.pk.text())
+            .is_some_and(|p| cqrs_keys::reserved_prefix(p).is_some());
+        !reserved && !cqrs_keys::is_ttl_policy_key(entity.pk.text(), entity.sk.text())
     })
 }
 
