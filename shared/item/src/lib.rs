@@ -66,8 +66,11 @@ pub type Attributes = HashMap<String, AttributeValue>;
 /// assert_eq!(item.id, "PRODUCT#t1#P001");
 /// assert_eq!(item.sk, "P001@1");
 /// ```
+///
+/// From JSON, the top-level names that are not [`Item`]'s own fields are its index keys, each a
+/// string or a number read exactly (`"gsi9": 5`, a number past 64 bits).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 pub struct Item {
     /// Partition key, `PREFIX#TENANT[#more]`.
     pub pk: String,
@@ -140,9 +143,74 @@ pub struct Item {
     /// Index key attributes (`gsi1pk`, `locCountry`, ...), top level as GSIs need them: computed by
     /// the entity model from the whole item of this version and carried with it into the data and
     /// history tables. Strings and numbers only; an index the version is not in has none.
-    #[serde(flatten)]
+    #[serde(flatten, skip_deserializing)]
     pub index_keys: BTreeMap<String, Value>,
 }
+
+impl Serialize for Item {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Item::serialize(self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Item {
+    /// From JSON only. serde's `flatten` would buffer the index keys, and an exact number does not
+    /// survive the buffer: the object is read as raw texts instead, its own fields handed to the
+    /// derived deserializer and every other name read as an index key by [`crate::parse_json`].
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        use serde_json::value::RawValue;
+        let fields = BTreeMap::<String, Box<RawValue>>::deserialize(deserializer)?;
+        let mut own = String::from("{");
+        let mut index_keys = BTreeMap::new();
+        for (name, raw) in &fields {
+            if ITEM_FIELDS.contains(&name.as_str()) {
+                if own.len() > 1 {
+                    own.push(',');
+                }
+                own.push_str(&serde_json::to_string(name).map_err(D::Error::custom)?);
+                own.push(':');
+                own.push_str(raw.get());
+            } else {
+                let value = parse_json(raw.get()).map_err(D::Error::custom)?;
+                index_keys.insert(name.clone(), value);
+            }
+        }
+        own.push('}');
+        let mut item = Item::deserialize(&mut serde_json::Deserializer::from_str(&own))
+            .map_err(D::Error::custom)?;
+        item.index_keys = index_keys;
+        Ok(item)
+    }
+}
+
+/// The names of [`Item`]'s own fields as JSON writes them; any other top-level name is an index key.
+const ITEM_FIELDS: [&str; 24] = [
+    "pk",
+    "sk",
+    "id",
+    "code",
+    "name",
+    "version",
+    "tenantCode",
+    "type",
+    "isDeleted",
+    "seq",
+    "ttl",
+    "attributes",
+    "source",
+    "requestId",
+    "createdAt",
+    "createdBy",
+    "createdIp",
+    "updatedAt",
+    "updatedBy",
+    "updatedIp",
+    "cpk",
+    "csk",
+    "entity",
+    "modelRevision",
+];
 
 /// Why attributes could not become an [`Item`] or the other way round.
 ///
@@ -562,5 +630,64 @@ mod tests {
         let item = Item::from_attributes(attributes).unwrap();
         assert!(!item.is_deleted);
         assert!(item.attributes.is_empty());
+    }
+    /// An item read back from JSON text (an HTTP answer, a change event's `data`): a number among
+    /// the index keys, numbers nested in attributes beside a string index key, and numbers past
+    /// 64 bits all read exactly, and the text written again is the text read.
+    #[test]
+    fn json_text_with_numeric_index_keys_reads_exactly() {
+        let mut item = Item::example();
+        item.index_keys
+            .insert("gsi1pk".into(), Value::from("ORDER#t1"));
+        item.index_keys.insert("gsi9".into(), Value::from(5));
+        item.index_keys.insert(
+            "big".into(),
+            Value::Number(Number::parse("123456789012345678901234567890").unwrap()),
+        );
+        item.attributes.insert(
+            "nested".into(),
+            crate::parse_json(r#"{"a":[1,2.50,{"b":-3e7}],"c":18446744073709551616}"#).unwrap(),
+        );
+        let text = serde_json::to_string(&item).unwrap();
+        let back: Item = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, item);
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        // The same from a reader and from a serde_json::Value's text.
+        let from_reader: Item = serde_json::from_reader(text.as_bytes()).unwrap();
+        assert_eq!(from_reader, item);
+    }
+
+    /// Every field the derived part of the deserializer knows is in [`ITEM_FIELDS`], and nothing
+    /// else: a field added to [`Item`] without its name there would land among the index keys.
+    #[test]
+    fn the_known_field_names_are_the_struct_s() {
+        let mut item = Item::example();
+        item.seq = Some(1);
+        item.ttl = Some(2);
+        item.cpk = Some("c".into());
+        item.csk = Some("c@1".into());
+        item.entity = Some("product".into());
+        item.model_revision = Some("r".into());
+        let value = serde_json::to_value(&item).unwrap();
+        let mut names: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        let mut known = ITEM_FIELDS.to_vec();
+        known.sort_unstable();
+        assert_eq!(names, known);
+    }
+
+    /// An unknown field that is not a string or a number, or a field of the wrong type, is refused
+    /// with its name.
+    #[test]
+    fn json_text_with_a_wrong_field_is_refused() {
+        let mut value = serde_json::to_value(Item::example()).unwrap();
+        value["version"] = serde_json::json!("one");
+        let err = serde_json::from_str::<Item>(&value.to_string()).unwrap_err();
+        assert!(err.to_string().contains("invalid type"), "{err}");
     }
 }
