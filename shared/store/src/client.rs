@@ -202,6 +202,53 @@ impl ClientEnv {
     }
 }
 
+impl ClientEnv {
+    /// The credentials the environment gave, for the client of another AWS service built the same
+    /// way as [`ClientEnv::client`] (the change events' SNS topic, a consumer's SQS queue).
+    ///
+    /// ```
+    /// use aws_sdk_dynamodb::config::ProvideCredentials;
+    /// let env = cqrs_store::client::ClientEnv::from_lookup(|name| {
+    ///     (name != "CQRS_TLS_ROOTS").then(|| format!("value-of-{name}"))
+    /// })
+    /// .unwrap();
+    /// let credentials = env.credentials();
+    /// let _: &dyn ProvideCredentials = &credentials;
+    /// ```
+    pub fn credentials(&self) -> Credentials {
+        self.credentials.clone()
+    }
+}
+
+/// The endpoint of another AWS service's client, as the SDK's own configuration names it:
+/// `AWS_ENDPOINT_URL_<SERVICE>` (`SNS`, `SQS`), else `AWS_ENDPOINT_URL`; `None`: the region's
+/// public endpoint.
+///
+/// ```
+/// let lookup = |name: &str| match name {
+///     "AWS_ENDPOINT_URL_SQS" => Some("http://127.0.0.1:5000".to_string()),
+///     "AWS_ENDPOINT_URL" => Some("http://127.0.0.1:9999".to_string()),
+///     _ => None,
+/// };
+/// assert_eq!(
+///     cqrs_store::client::service_endpoint("SQS", lookup).as_deref(),
+///     Some("http://127.0.0.1:5000")
+/// );
+/// assert_eq!(
+///     cqrs_store::client::service_endpoint("SNS", lookup).as_deref(),
+///     Some("http://127.0.0.1:9999")
+/// );
+/// assert_eq!(cqrs_store::client::service_endpoint("SNS", |_| None), None);
+/// ```
+pub fn service_endpoint(service: &str, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let get = |name: &str| {
+        lookup(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    get(&format!("AWS_ENDPOINT_URL_{service}")).or_else(|| get("AWS_ENDPOINT_URL"))
+}
+
 /// The HTTP client: hyper with rustls (*ring*), trusting `roots`. The roots are parsed when the
 /// first connection is made.
 ///
