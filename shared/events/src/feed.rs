@@ -9,7 +9,15 @@
 //!   versions of an item into one data write, so `a+1..b-1` are read from the history table
 //!   ([`HistoryReader`], consistent reads, one read for the whole batch); a version the history
 //!   table does not hold is a [`FeedError::MissingVersion`] naming the item and the version, never
-//!   skipped. A `MODIFY` without its old image is malformed (the stream must carry both).
+//!   skipped silently (with [`Gaps::Skip`], [`events_from_batch_with`], it is reported and the
+//!   versions that exist go on). A `MODIFY` without its old image is malformed (the stream must carry both).
+//! - **An `INSERT` of version `b > 1`** is an item that returns after DynamoDB's TTL removed it
+//!   (or whose first versions data-sync collapsed): the fill goes **downwards** from `b-1` and
+//!   stops before the first version the history table does not hold or whose `ttl` is at or
+//!   before the record's `ApproximateCreationDateTime` (that version ended a previous life, whose
+//!   events, TTL removal included, left back then). Under an `INSERT` a missing version is not a
+//!   failure; the first version of the new life is `<entity>.created`. The batch's one read
+//!   holds an `INSERT`'s newest 100 fills; older windows are read only while the life goes on.
 //! - **`REMOVE`** by DynamoDB's TTL ([`crate::is_ttl_removal`]): one `<entity>.deleted` event,
 //!   `removal: "ttl"`, with the last state. Any other `REMOVE` (an operator's delete) changes no
 //!   version: no event, logged.
@@ -35,7 +43,7 @@ use aws_lambda_events::event::dynamodb::EventRecord;
 use chrono::{DateTime, Utc};
 use cqrs_item::Item;
 
-use crate::history::{HistoryKey, HistoryReader};
+use crate::history::{BATCH_GET_MAX, HistoryKey, HistoryReader};
 use crate::{ChangeEvent, Feed, is_ttl_removal};
 
 /// Why a record of the batch made no event.
@@ -74,6 +82,34 @@ pub enum FeedError {
     },
 }
 
+impl FeedError {
+    /// Whether the record can never make its events however often it is read again: a malformed
+    /// record, a version missing from the history table under a `MODIFY` (history is written
+    /// before the data row and read consistently, so a missing version expired or was deleted),
+    /// a history read that failed for good. `false` for a transient history read (throttling,
+    /// transport), which a redelivery may get past. A publisher parks the permanent ones and
+    /// reports the others for retry.
+    ///
+    /// ```
+    /// use cqrs_events::FeedError;
+    /// assert!(FeedError::Malformed("no image".into()).permanent());
+    /// assert!(FeedError::MissingVersion { pk: "P#t".into(), sk: "a".into(), version: 2 }.permanent());
+    /// let throttled = FeedError::History {
+    ///     pk: "P#t".into(),
+    ///     sk: "a".into(),
+    ///     message: "throttled".into(),
+    ///     transient: true,
+    /// };
+    /// assert!(!throttled.permanent());
+    /// ```
+    pub fn permanent(&self) -> bool {
+        match self {
+            FeedError::Malformed(_) | FeedError::MissingVersion { .. } => true,
+            FeedError::History { transient, .. } => !transient,
+        }
+    }
+}
+
 /// A record that made no event, and why.
 ///
 /// ```
@@ -108,12 +144,40 @@ pub struct RecordFailure {
 pub struct Batch {
     /// The events, per item in version order, items in the order of their records.
     pub events: Vec<ChangeEvent>,
+    /// Beside each event of [`Batch::events`] (same index): the position in the batch of the
+    /// record that carried it (a filled version is carried by the record whose fill read it).
+    /// A publisher reports that record when the event cannot be published.
+    pub origins: Vec<usize>,
+    /// How many of the events are versions read from the history table (filled).
+    pub filled: usize,
     /// The first failed record of each item that failed, in batch order.
     pub failures: Vec<RecordFailure>,
     /// Records of items that never leave, and `REMOVE`s that are not TTL removals.
     pub ignored: usize,
     /// Records that repeat a version (or a TTL removal) already emitted in the batch.
     pub duplicates: usize,
+}
+
+impl Batch {
+    /// Adds `event` (when there is one), carried by the record at `position`; `filled`: read
+    /// from the history table.
+    fn push(&mut self, event: Option<ChangeEvent>, position: usize, filled: bool) {
+        if let Some(event) = event {
+            self.events.push(event);
+            self.origins.push(position);
+            self.filled += usize::from(filled);
+        }
+    }
+
+    /// Each event with the position of the record that carried it ([`Batch::origins`]).
+    ///
+    /// ```
+    /// let batch = cqrs_events::Batch::default();
+    /// assert_eq!(batch.events_with_origins().count(), 0);
+    /// ```
+    pub fn events_with_origins(&self) -> impl Iterator<Item = (&ChangeEvent, usize)> {
+        self.events.iter().zip(self.origins.iter().copied())
+    }
 }
 
 /// The item a record belongs to: `pk` and the data table's `sk`.
@@ -125,12 +189,14 @@ enum Step {
     Nothing,
     /// The record fails.
     Fail(Option<ItemKey>, FeedError),
-    /// Events of versions `fills` (from the history table) then of `own`, after `old`.
+    /// Events of versions `fills` (from the history table) then of `own`, after `old`; `insert`:
+    /// the record is an `INSERT` (the fill goes downwards and stops at a previous life).
     Versions {
         key: ItemKey,
         old: Option<Box<Item>>,
         fills: Vec<i64>,
         own: Box<Item>,
+        insert: bool,
     },
     /// The TTL removal of the item whose last state is `last`.
     Ttl { key: ItemKey, last: Box<Item> },
@@ -173,6 +239,63 @@ pub async fn events_from_batch<H: HistoryReader + ?Sized>(
     records: &[EventRecord],
     history: &H,
 ) -> Batch {
+    events_from_batch_with(feed, records, history, Gaps::Stop).await
+}
+
+/// What a version missing from the history table under a `MODIFY` does to its item.
+///
+/// ```
+/// assert_ne!(cqrs_events::Gaps::Stop, cqrs_events::Gaps::Skip);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gaps {
+    /// The item stops at the gap: its later versions in the batch make no event
+    /// ([`events_from_batch`]).
+    Stop,
+    /// The gap is reported in [`Batch::failures`] (once per record) and skipped: the versions
+    /// that exist are emitted, the one after the gap with `previousVersion` = the version before
+    /// it (the missing one) and `changed` against the last version known. For a publisher that
+    /// parks the record and must not hold the item's newest version back (design39 2.4).
+    Skip,
+}
+
+/// [`events_from_batch`], with what a gap under a `MODIFY` does ([`Gaps`]).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use cqrs_events::{Feed, FeedError, Gaps, events_from_batch_with};
+/// let feed = Feed::new(cqrs_model::Model::example(), "urn:cqrs:shop");
+/// let version = |v: i64| {
+///     let mut item = cqrs_item::Item::example();
+///     item.entity = Some("product".into());
+///     item.version = v;
+///     item.sk = format!("P001@{v}");
+///     item
+/// };
+/// let image = |v: i64| serde_json::to_string(&serde_dynamo::Item::from(
+///     version(v).into_data_item().to_attributes().unwrap(),
+/// )).unwrap();
+/// // MODIFY 1 -> 3; the history table lacks version 2.
+/// let event: aws_lambda_events::event::dynamodb::Event = serde_json::from_str(&format!(
+///     r#"{{"Records":[{{"eventID":"1","eventName":"MODIFY","awsRegion":"r",
+///        "dynamodb":{{"Keys":{{"pk":{{"S":"PRODUCT#t1"}},"sk":{{"S":"P001"}}}},
+///                    "OldImage":{},"NewImage":{},"SequenceNumber":"100","SizeBytes":1}}}}]}}"#,
+///     image(1), image(3)
+/// )).unwrap();
+/// let history = vec![version(1), version(3)];
+/// let batch = events_from_batch_with(&feed, &event.records, &history, Gaps::Skip).await;
+/// assert!(matches!(batch.failures[0].error, FeedError::MissingVersion { version: 2, .. }));
+/// assert_eq!(batch.events.len(), 1);
+/// assert_eq!((batch.events[0].itemversion, batch.events[0].data.previous_version), (3, Some(2)));
+/// # }
+/// ```
+pub async fn events_from_batch_with<H: HistoryReader + ?Sized>(
+    feed: &Feed,
+    records: &[EventRecord],
+    history: &H,
+    gaps: Gaps,
+) -> Batch {
     let mut batch = Batch::default();
 
     // 1. What each record asks for, with the versions to fill.
@@ -187,14 +310,22 @@ pub async fn events_from_batch<H: HistoryReader + ?Sized>(
     let wanted: Vec<HistoryKey> = steps
         .iter()
         .flat_map(|step| match step {
-            Step::Versions { key, fills, .. } => fills
+            // An INSERT's fill goes downwards: its newest window first (more when needed, 3).
+            Step::Versions {
+                key, fills, insert, ..
+            } => fills
                 .iter()
+                .skip(if *insert {
+                    fills.len().saturating_sub(BATCH_GET_MAX)
+                } else {
+                    0
+                })
                 .map(|v| HistoryKey::new(key.0.clone(), key.1.clone(), *v))
                 .collect(),
             _ => Vec::new(),
         })
         .collect();
-    let found: Result<BTreeMap<HistoryKey, Item>, (String, bool)> = if wanted.is_empty() {
+    let mut found: Result<BTreeMap<HistoryKey, Item>, (String, bool)> = if wanted.is_empty() {
         Ok(BTreeMap::new())
     } else {
         match history.read_versions(&wanted).await {
@@ -221,24 +352,58 @@ pub async fn events_from_batch<H: HistoryReader + ?Sized>(
             Step::Fail(key, error) => report(&mut failed, &mut batch, position, record, key, error),
             Step::Ttl { key, last: state } => {
                 if !failed.contains(&key) {
-                    batch.events.extend(feed.ttl_event(&state, observed));
+                    batch.push(feed.ttl_event(&state, observed), position, false);
+                    // The item's life ended: a later INSERT starts a new one.
+                    last.remove(&key);
                 }
             }
             Step::Versions {
                 key,
                 old,
-                fills,
+                mut fills,
                 own,
+                insert,
             } => {
                 if failed.contains(&key) {
                     continue;
                 }
+                let mut new_life = false;
+                if insert && let Ok(found) = &mut found {
+                    match downward(history, &key, &fills, found, observed).await {
+                        Ok(cut) => {
+                            new_life = cut > 0;
+                            fills.drain(..cut);
+                        }
+                        Err(error) => {
+                            let error = FeedError::History {
+                                pk: key.0.clone(),
+                                sk: key.1.clone(),
+                                message: error.to_string(),
+                                transient: error.is_transient(),
+                            };
+                            report(
+                                &mut failed,
+                                &mut batch,
+                                position,
+                                record,
+                                Some(key.clone()),
+                                error,
+                            );
+                            continue;
+                        }
+                    }
+                }
                 let start = fills.first().copied().unwrap_or(own.version);
                 let mut previous: Option<Item> = match last.remove(&key) {
+                    _ if new_life => None,
                     Some(state) if state.version == start - 1 => Some(state),
                     _ => old.map(|o| *o).filter(|o| o.version == start - 1),
                 };
                 let mut stopped = false;
+                // Gaps::Skip: the missing version just skipped, and whether the record's gap is
+                // reported already.
+                let mut after_gap: Option<i64> = None;
+                let mut gap_noted = false;
                 for version in fills {
                     let wanted = HistoryKey::new(key.0.clone(), key.1.clone(), version);
                     let item = match &found {
@@ -268,6 +433,14 @@ pub async fn events_from_batch<H: HistoryReader + ?Sized>(
                             sk: key.1.clone(),
                             version,
                         };
+                        if gaps == Gaps::Skip {
+                            if !gap_noted {
+                                note(&mut batch, position, record, error);
+                                gap_noted = true;
+                            }
+                            after_gap = Some(version);
+                            continue;
+                        }
                         report(
                             &mut failed,
                             &mut batch,
@@ -279,22 +452,53 @@ pub async fn events_from_batch<H: HistoryReader + ?Sized>(
                         stopped = true;
                         break;
                     };
-                    batch
-                        .events
-                        .extend(feed.version_event(&item, previous.as_ref(), observed));
+                    let event = past_gap(
+                        feed.version_event(&item, previous.as_ref(), observed),
+                        after_gap.take(),
+                    );
+                    batch.push(event, position, true);
                     previous = Some(item);
                 }
                 if stopped {
                     continue;
                 }
-                batch
-                    .events
-                    .extend(feed.version_event(&own, previous.as_ref(), observed));
+                let event = past_gap(
+                    feed.version_event(&own, previous.as_ref(), observed),
+                    after_gap.take(),
+                );
+                batch.push(event, position, false);
                 last.insert(key, *own);
             }
         }
     }
     batch
+}
+
+/// `event` after the missing version `missing` (if any): it replaces that version.
+fn past_gap(event: Option<ChangeEvent>, missing: Option<i64>) -> Option<ChangeEvent> {
+    event.map(|mut event| {
+        if let Some(missing) = missing {
+            event.data.previous_version = Some(missing);
+        }
+        event
+    })
+}
+
+/// Reports a gap the item goes on past ([`Gaps::Skip`]): the record is in
+/// [`Batch::failures`], the item is not stopped.
+fn note(batch: &mut Batch, position: usize, record: &EventRecord, error: FeedError) {
+    tracing::warn!(
+        position,
+        event_id = %record.event_id,
+        %error,
+        "a version is missing from history: skipped, the versions that exist go on"
+    );
+    batch.failures.push(RecordFailure {
+        position,
+        sequence_number: record.change.sequence_number.clone(),
+        event_id: record.event_id.clone(),
+        error,
+    });
 }
 
 /// Reports the failure of the record at `position` unless its item failed already (its first
@@ -324,6 +528,72 @@ fn report(
         event_id: record.event_id.clone(),
         error,
     });
+}
+
+/// How many of an `INSERT`'s `fills` (ascending) belong to a previous life of the item
+/// ([`previous_life_cut`]), reading the history downwards: `found` holds the newest
+/// [`BATCH_GET_MAX`] fills (the batch's one read); while a whole window is of the same life and
+/// older fills remain, the next window down is read (consistently) into `found`. An item that
+/// returns after a TTL removal with thousands of old versions costs one window, not all of them.
+async fn downward<H: HistoryReader + ?Sized>(
+    history: &H,
+    key: &ItemKey,
+    fills: &[i64],
+    found: &mut BTreeMap<HistoryKey, Item>,
+    observed: DateTime<Utc>,
+) -> Result<usize, cqrs_store::StoreError> {
+    let mut bottom = fills.len().saturating_sub(BATCH_GET_MAX);
+    loop {
+        let window = fills.get(bottom..).unwrap_or_default();
+        let cut = bottom + previous_life_cut(key, window, found, observed);
+        if cut > bottom || bottom == 0 {
+            return Ok(cut);
+        }
+        let next = bottom.saturating_sub(BATCH_GET_MAX);
+        let keys: Vec<HistoryKey> = fills
+            .get(next..bottom)
+            .unwrap_or_default()
+            .iter()
+            .map(|v| HistoryKey::new(key.0.clone(), key.1.clone(), *v))
+            .collect();
+        for item in history.read_versions(&keys).await? {
+            found.insert(
+                HistoryKey::new(item.pk.clone(), item.base_sk(), item.version),
+                item,
+            );
+        }
+        bottom = next;
+    }
+}
+
+/// How many of an `INSERT`'s `fills` (ascending) belong to a previous life of the item and are
+/// not filled: walking down from the newest, the fill stops before the first version that the
+/// history table does not hold or whose `ttl` is at or before `observed` (the `INSERT`'s
+/// `ApproximateCreationDateTime`: DynamoDB's TTL ended that life, and its events, the TTL
+/// removal included, left back then). `0`: every fill is of the same life.
+fn previous_life_cut(
+    key: &ItemKey,
+    fills: &[i64],
+    found: &BTreeMap<HistoryKey, Item>,
+    observed: DateTime<Utc>,
+) -> usize {
+    let now = observed.timestamp();
+    let mut kept = fills.len();
+    for (at, version) in fills.iter().enumerate().rev() {
+        let wanted = HistoryKey::new(key.0.clone(), key.1.clone(), *version);
+        match found.get(&wanted) {
+            Some(item) if item.ttl.is_none_or(|ttl| ttl > now) => kept = at,
+            _ => break,
+        }
+    }
+    if kept > 0 {
+        tracing::info!(
+            pk = %key.0, sk = %key.1, first = fills.first().copied(), new_life_from = fills.get(kept).copied(),
+            "an INSERT after a previous life of the item (expired by TTL or no longer in history): \
+             its versions are not filled"
+        );
+    }
+    kept
 }
 
 /// What `record` asks for (step 1 of [`events_from_batch`]); `emitted` is the last version each
@@ -378,6 +648,7 @@ fn plan(
             emitted.insert(key.clone(), own.version);
             Step::Versions {
                 key,
+                insert: old.is_none(),
                 old: old.map(Box::new),
                 fills: (start..own.version).collect(),
                 own: Box::new(own),

@@ -42,6 +42,10 @@
 //!   (`null` on created), `state` (the version as `GET /items/{pk}/{sk}` answers it: the data
 //!   table's form of the item), `changed` ([`changed`]: the names inside `attributes` whose value
 //!   differs from the previous version's; every present one on created, none on a TTL removal).
+//! - **stateref**: an event too big for its transport goes as a *reference event*
+//!   ([`ChangeEvent::into_reference`]): no `data.state`, extension `stateref: "history"`; the
+//!   framework's consumers read the state from the history table. Other events have no
+//!   `stateref` member.
 //! - **Never leaves** ([`Feed::entity_of`]): an item whose `entity` attribute names no entity of
 //!   the model (or that has none), and the framework's own rows in the data table
 //!   ([`framework_row`]): the reserved partitions of [`cqrs_keys::RESERVED_PK_PREFIXES`] (the
@@ -76,7 +80,7 @@ use cqrs_item::{Item, Map};
 use cqrs_model::{Entity, Model};
 use serde::{Deserialize, Serialize};
 
-pub use feed::{Batch, FeedError, RecordFailure, events_from_batch};
+pub use feed::{Batch, FeedError, Gaps, RecordFailure, events_from_batch, events_from_batch_with};
 pub use history::{HistoryKey, HistoryReader};
 
 /// The CloudEvents version of every event.
@@ -391,9 +395,21 @@ pub struct ChangeEvent {
     /// Extension, on deleted events only: how the item went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removal: Option<Removal>,
+    /// Extension, on a reference event only ([`ChangeEvent::into_reference`]): where the
+    /// version's state is to be read, [`STATEREF_HISTORY`]; `data.state` is absent then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stateref: Option<String>,
     /// The version.
     pub data: EventData,
 }
+
+/// The `stateref` of a reference event: the state is the item's version in the history table
+/// (`pk`, `sk@version`), read with [`HistoryReader`].
+///
+/// ```
+/// assert_eq!(cqrs_events::STATEREF_HISTORY, "history");
+/// ```
+pub const STATEREF_HISTORY: &str = "history";
 
 impl ChangeEvent {
     /// The kind of change, from `type`; `None` when `type` is none of the three.
@@ -412,6 +428,31 @@ impl ChangeEvent {
             Some("deleted") => Some(Kind::Deleted),
             _ => None,
         }
+    }
+
+    /// The event without its state: `data.state` absent and the extension `stateref`
+    /// [`STATEREF_HISTORY`], for a transport whose message size the whole event exceeds (an item
+    /// may hold 400 KB, an SNS message 256 KiB). Everything else, the id included, is unchanged;
+    /// the framework's consumers read the state back from the history table before a handler
+    /// sees the event.
+    ///
+    /// ```
+    /// let feed = cqrs_events::Feed::new(cqrs_model::Model::example(), "urn:cqrs:shop");
+    /// let mut item = cqrs_item::Item::example().into_data_item();
+    /// item.entity = Some("product".into());
+    /// let event = feed.version_event(&item, None, chrono::Utc::now()).unwrap();
+    /// let reference = event.clone().into_reference();
+    /// assert_eq!(reference.id, event.id);
+    /// let json = serde_json::to_value(&reference).unwrap();
+    /// assert_eq!(json["stateref"], "history");
+    /// assert!(json["data"].get("state").is_none());
+    /// // A normal event has no stateref member at all.
+    /// assert!(serde_json::to_value(&event).unwrap().get("stateref").is_none());
+    /// ```
+    pub fn into_reference(mut self) -> ChangeEvent {
+        self.data.state = None;
+        self.stateref = Some(STATEREF_HISTORY.to_string());
+        self
     }
 }
 
@@ -437,8 +478,10 @@ pub struct EventData {
     /// The version this one replaces; `null` on created.
     pub previous_version: Option<i64>,
     /// The version as `GET /items/{pk}/{sk}` answers it (the data table's form; for a TTL
-    /// removal, the last state).
-    pub state: Item,
+    /// removal, the last state). Always present, except in a reference event
+    /// ([`ChangeEvent::into_reference`], `stateref` set), whose JSON has no `state` member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Item>,
     /// The attribute names whose value changed ([`changed`]).
     pub changed: Vec<String>,
 }
@@ -555,8 +598,9 @@ impl Feed {
     /// assert_eq!(event.subject, "PRODUCT#t1/P001");
     /// assert_eq!((event.data.version, event.data.previous_version), (2, Some(1)));
     /// assert_eq!(event.data.changed, ["price"]);
-    /// assert_eq!(event.data.state.sk, "P001");
-    /// assert_eq!(event.data.state.csk.as_deref(), Some("P001@2"));
+    /// let state = event.data.state.as_ref().unwrap();
+    /// assert_eq!(state.sk, "P001");
+    /// assert_eq!(state.csk.as_deref(), Some("P001@2"));
     /// ```
     pub fn version_event(
         &self,
@@ -635,13 +679,14 @@ impl Feed {
             entity: entity.name.clone(),
             itemversion: state.version,
             removal,
+            stateref: None,
             data: EventData {
                 pk: state.pk.clone(),
                 sk: state.sk.clone(),
                 version: state.version,
                 previous_version,
                 changed,
-                state,
+                state: Some(state),
             },
         }
     }

@@ -67,7 +67,7 @@ async fn a_record_jumping_from_1_to_5_yields_2_3_4_5_in_order_from_the_history_t
     );
     for (event, v) in batch.events.iter().zip(2..) {
         assert_eq!(event.id, cqrs_events::event_id("PRODUCT#t1", "P001", v));
-        assert_eq!(event.data.state, data(&product("P001", v)));
+        assert_eq!(event.data.state, Some(data(&product("P001", v))));
         assert_eq!(event.time, format!("2026-01-01T00:00:{v:02}.000Z"));
     }
     println!(
@@ -161,7 +161,7 @@ async fn a_ttl_remove_is_deleted_ttl_and_framework_partitions_make_nothing() {
     let event = &batch.events[0];
     assert_eq!(event.event_type, "product.deleted");
     assert_eq!(event.removal, Some(Removal::Ttl));
-    assert_eq!((event.itemversion, &event.data.state), (3, &last));
+    assert_eq!((event.itemversion, &event.data.state), (3, &Some(last)));
     assert_eq!(batch.ignored, 4);
 }
 

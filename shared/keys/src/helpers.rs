@@ -205,6 +205,40 @@ pub fn parse_guard_key(key: &str) -> Option<(&str, &str, &str)> {
     (prefix == GUARD_KEY_PREFIX && parts.next().is_none()).then_some((scope, entity, constraint))
 }
 
+/// Prefix of a consumer's version marker (`CONSUMER#<consumer>#<member token>`,
+/// [`consumer_marker_key`]), kept in the idempotency table beside the heads, the counters and the
+/// guards: the version of an item a consumer of the change events (`cqrs-consumer`) last applied,
+/// its dedup and order guard. Neither a head key (`HEAD#`), the heads record (`HEADS#`), a counter
+/// (`COUNTER#`), a guard (`GUARD#`) nor an idempotency key (a hex digest) can start so.
+///
+/// ```
+/// assert_eq!(cqrs_keys::CONSUMER_KEY_PREFIX, "CONSUMER");
+/// ```
+pub const CONSUMER_KEY_PREFIX: &str = "CONSUMER";
+
+/// The key of consumer `consumer`'s marker of the item `pk` / `base_sk` (any version removed):
+/// `CONSUMER#`, the consumer's name, `#`, the item's [`member_token`] (also the item's message
+/// group on the consumer's queue). Fixed length after the name, whatever the item's keys.
+///
+/// ```
+/// let key = cqrs_keys::consumer_marker_key("search", "PRODUCT#t1", "P001@3");
+/// assert_eq!(key, format!("CONSUMER#search#{}", cqrs_keys::member_token("PRODUCT#t1", "P001")));
+/// assert_eq!(key, cqrs_keys::consumer_marker_key("search", "PRODUCT#t1", "P001"));
+/// // Two consumers, two markers of one item.
+/// assert_ne!(key, cqrs_keys::consumer_marker_key("mailer", "PRODUCT#t1", "P001"));
+/// ```
+pub fn consumer_marker_key(consumer: &str, pk: &str, base_sk: &str) -> String {
+    let token = member_token(pk, base_sk);
+    let mut key =
+        String::with_capacity(CONSUMER_KEY_PREFIX.len() + 2 + consumer.len() + token.len());
+    key.push_str(CONSUMER_KEY_PREFIX);
+    key.push(KEY_SEPARATOR);
+    key.push_str(consumer);
+    key.push(KEY_SEPARATOR);
+    key.push_str(&token);
+    key
+}
+
 /// An item's token in a bounded group's member set: the first 22 characters of the base64url
 /// SHA-256 of `pk`, a NUL byte and the base sort key (any version removed). One token per item,
 /// whatever its version.

@@ -1,20 +1,24 @@
 //! Parked records: stream records data-sync can never project (a malformed image, an item over
-//! DynamoDB's limits, a version whose history row holds other content), kept in the parked table
-//! (`PARKED_TABLE`) with their reason until an operator redrives them.
+//! DynamoDB's limits, a version whose history row holds other content), and records of the data
+//! table's stream whose change events the event publisher can never make or publish (reason kind
+//! [`EVENT_FEED_KIND`]), kept in the parked table (`PARKED_TABLE`) with their reason until an
+//! operator redrives them.
 //!
 //! Keys come from the key crate ([`cqrs_keys::parked`]): `pk = PARKED#<tenant>`,
-//! `sk = <item id>@<sequence number>`, so one `Query` lists a tenant's parked records and a
-//! `begins_with` narrows them to one item, in stream order ([`Store::list_parked`]). The stream
-//! record itself is kept as the JSON Lambda delivered ([`ParkedRecord::record`]), so a redrive can
-//! hand it to data-sync again; when that JSON would not fit in an item it is left out and the
-//! command row (`itemPk` / `itemSk`) is where the version is read from.
+//! `sk = <item id>@<sequence number>` (the publisher's records:
+//! `<item id>@event-feed@<sequence number>[@<version>]`), so one `Query` lists a tenant's parked
+//! records and a `begins_with` narrows them to one item, in stream order
+//! ([`Store::list_parked`]). The stream record itself is kept as the JSON Lambda delivered
+//! ([`ParkedRecord::record`]), so a redrive can hand it to data-sync again; when that JSON would
+//! not fit in an item it is left out and the command row (`itemPk` / `itemSk`) is where the
+//! version is read from.
 //!
 //! [`Store::park`] writes once (`attribute_not_exists`): parking a redelivered record again keeps
 //! the first entry and answers [`ParkWrite::AlreadyParked`].
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use cqrs_item::{Attributes, MAX_ITEM_BYTES, item_size};
-use cqrs_keys::parked::{parked_pk, parked_sk, parked_sk_prefix};
+use cqrs_keys::parked::{EVENT_FEED_KIND, parked_event_sk, parked_pk, parked_sk, parked_sk_prefix};
 use serde::{Deserialize, Serialize};
 
 use crate::projection::{Retry, is_condition_failure};
@@ -84,14 +88,24 @@ impl ParkedRecord {
         parked_pk(self.tenant.as_deref())
     }
 
-    /// The sort key: `<item id>@<sequence number>` ([`cqrs_keys::parked::parked_sk`]).
+    /// The sort key: `<item id>@<sequence number>` ([`cqrs_keys::parked::parked_sk`]); for the
+    /// event publisher's records (reason kind [`EVENT_FEED_KIND`], a record of another stream
+    /// whose sequence numbers may equal those of data-sync's)
+    /// `<item id>@event-feed@<sequence number>@<version>`
+    /// ([`cqrs_keys::parked::parked_event_sk`]; without `@<version>` when it names none).
     ///
     /// ```
-    /// let parked = cqrs_store::parked::ParkedRecord::example();
-    /// assert!(parked.sk().ends_with("@100"));
+    /// let mut parked = cqrs_store::parked::ParkedRecord::example();
+    /// assert_eq!(parked.sk(), "PRODUCT#t1#P001@100");
+    /// parked.reason_kind = cqrs_keys::parked::EVENT_FEED_KIND.into();
+    /// assert_eq!(parked.sk(), "PRODUCT#t1#P001@event-feed@100@1");
     /// ```
     pub fn sk(&self) -> String {
-        parked_sk(self.item_id.as_deref(), &self.sequence_number)
+        if self.reason_kind == EVENT_FEED_KIND {
+            parked_event_sk(self.item_id.as_deref(), &self.sequence_number, self.version)
+        } else {
+            parked_sk(self.item_id.as_deref(), &self.sequence_number)
+        }
     }
 
     /// A parked malformed version 1 of `PRODUCT#t1` / `P001`, for examples and tests.

@@ -175,7 +175,11 @@ removal).\n\
 model projected them; an event leaves after its version was projected, so a read of the item \
 answers at least that version.\n\
 - Items of no entity and the framework's own items (heads, the change log, TTL policies) have \
-no events.\n\n\
+no events.\n\
+- An event whose JSON would pass 240 KiB (an item near DynamoDB's 400 KB) leaves without \
+`data.state` and with `stateref: history`: the version is in the history table under its `pk`, \
+`sk` and `version`, and the framework's consumers read it from there before their handler sees \
+the event.\n\n\
 `dataschema` is `urn:cqrs:events:<entity>:<model revision>`: the `$id` of the entity event's JSON \
 Schema 2020-12 (`cqrs model events --schema <entity>`, the same schema as `<entity>.Event` here).";
 
@@ -460,6 +464,22 @@ fn envelope(
             ),
         ]),
     );
+    props.insert(
+        s("stateref"),
+        map([
+            ("type", s("string")),
+            ("const", s("history")),
+            (
+                "description",
+                s(
+                    "extension, on an event too big for the transport only (its JSON over 240 \
+                   KiB): `data.state` is absent, and the version is read from the history table \
+                   by its `pk`, `sk` and `version` (the framework's consumers do it before their \
+                   handler sees the event)",
+                ),
+            ),
+        ]),
+    );
     props.insert(s("data"), data);
 
     let mut m = Mapping::new();
@@ -515,6 +535,24 @@ fn removal_rule(deleted: Vec<String>) -> Value {
     ])
 }
 
+/// `if stateref is absent: data.state required`: only an event too big for the transport goes
+/// without its state.
+fn state_rule() -> Value {
+    map([
+        (
+            "if",
+            map([("not", map([("required", strings(["stateref"]))]))]),
+        ),
+        (
+            "then",
+            map([(
+                "properties",
+                map([("data", map([("required", strings(["state"]))]))]),
+            )]),
+        ),
+    ])
+}
+
 /// `ChangeEvent`: the envelope of every change event of the model, `data` any object.
 fn change_event_schema(model: &Model) -> Value {
     let types: Vec<String> = leaving(model)
@@ -527,7 +565,7 @@ fn change_event_schema(model: &Model) -> Value {
         ("type", s("object")),
         (
             "required",
-            strings(["pk", "sk", "version", "previousVersion", "state", "changed"]),
+            strings(["pk", "sk", "version", "previousVersion", "changed"]),
         ),
         (
             "description",
@@ -544,7 +582,10 @@ fn change_event_schema(model: &Model) -> Value {
         s("description"),
         s("The envelope of every change event (CloudEvents 1.0, structured JSON mode)."),
     );
-    m.insert(s("allOf"), Value::Sequence(vec![removal_rule(deleted)]));
+    m.insert(
+        s("allOf"),
+        Value::Sequence(vec![removal_rule(deleted), state_rule()]),
+    );
     Value::Mapping(m)
 }
 
@@ -630,7 +671,7 @@ fn entity_event_schema(entity: &Entity, item: &Value) -> Result<Value, String> {
         ("additionalProperties", Value::Bool(false)),
         (
             "required",
-            strings(["pk", "sk", "version", "previousVersion", "state", "changed"]),
+            strings(["pk", "sk", "version", "previousVersion", "changed"]),
         ),
         ("properties", Value::Mapping(data_props)),
     ]);
@@ -664,6 +705,7 @@ fn entity_event_schema(entity: &Entity, item: &Value) -> Result<Value, String> {
     };
     let rules = vec![
         removal_rule(vec![format!("{name}.deleted")]),
+        state_rule(),
         // created: nothing before it.
         map([
             ("if", of_type("created")),

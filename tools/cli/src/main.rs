@@ -96,8 +96,13 @@ enum Command {
     /// difference. `--sql`: the relational read model instead; `--constraints`: the declared
     /// constraints' guard items against the stored items.
     Verify(ops::verify::VerifyArgs),
-    /// List and show parked records, and re-project the items they name.
-    Redrive(ops::redrive::RedriveArgs),
+    /// List and show parked records, and re-project the items they name; `consumer`: move a
+    /// consumer's dead-letter queue back into its queue.
+    Redrive(ops::redrive_consumer::RedriveTop),
+    /// Feed one consumer's queue with the versions written since a time, from the history table
+    /// (a full scan: the whole table is read, whatever the window). Exit 1 when an event could
+    /// not be sent.
+    Replay(ops::replay::ReplayArgs),
     /// Every item's head record (its latest version): `status`, `seed` (give every stored item
     /// a head, moving id-keyed legacy heads, then mark the heads complete: creates become one
     /// transaction) and `mark shared` for tables another writer shares.
@@ -389,7 +394,8 @@ fn main() -> ExitCode {
         Command::DynamodbLocal(args) => dev::run_dynamodb_local(args),
         Command::Rebuild(args) => block_on(ops::rebuild::run(args)),
         Command::Verify(args) => block_on(ops::verify::run(args)),
-        Command::Redrive(args) => block_on(ops::redrive::run(args)),
+        Command::Redrive(args) => block_on(ops::redrive_consumer::run(args)),
+        Command::Replay(args) => block_on(ops::replay::run(args)),
         Command::Heads(args) => block_on(ops::heads::run(args)),
         Command::ChangeLog(args) => block_on(ops::change_log::run(args)),
     }

@@ -687,6 +687,27 @@ fn events_built_per_the_interface_validate_against_their_entity_schema_and_broke
             ));
         }
 
+        // An event too big for the transport: no state, `stateref` says where it is.
+        let mut by_reference = good[1].1.clone();
+        by_reference["data"]
+            .as_object_mut()
+            .unwrap()
+            .remove("state");
+        by_reference["stateref"] = json!("history");
+        for (schema, dialect) in [
+            (format!("{name}@2020"), "2020-12"),
+            (format!("{name}@doc"), "7"),
+            ("ChangeEvent".to_string(), "2020-12"),
+        ] {
+            cases.push(case(
+                &schema,
+                dialect,
+                format!("{name} updated by reference (stateref) against {schema}"),
+                by_reference.clone(),
+                true,
+            ));
+        }
+
         // Broken events: each refused.
         let created = &good[0].1;
         let mut broken: Vec<(String, Value)> = Vec::new();
@@ -716,6 +737,12 @@ fn events_built_per_the_interface_validate_against_their_entity_schema_and_broke
         {
             broken.push(("a TTL removal that changed attributes".into(), e));
         }
+        let mut e = created.clone();
+        e["data"].as_object_mut().unwrap().remove("state");
+        broken.push(("no state and no stateref".into(), e));
+        let mut e = by_reference.clone();
+        e["stateref"] = json!("elsewhere");
+        broken.push(("a stateref other than history".into(), e));
         let mut e = created.clone();
         e["data"]["extra"] = json!(1);
         broken.push(("an undeclared member of data".into(), e));

@@ -342,6 +342,86 @@ async fn a_parked_record_is_listed_shown_and_redriven_from_history() {
     );
 }
 
+#[tokio::test]
+async fn redrive_leaves_change_event_records_parked_and_says_so() {
+    let t = cqrs_testkit::fresh_tables().await;
+    let store = store(&t);
+    // R missed version 2 in the data table (data-sync parked its record); the publisher parked a
+    // record of R and one of S (events that could not be made or published). Both items have
+    // history: a re-projection would find something to write for each.
+    let versions = [product("R002", 1), product("R002", 2), product("S002", 1)];
+    store.put_history_batch(&versions).await;
+    store.put_data_if_newer(&versions[0]).await.unwrap();
+    let parked_of = |item: &Item, seq: &str, kind: &str| {
+        let mut parked = ParkedRecord::example();
+        parked.item_id = Some(item.id.clone());
+        parked.item_pk = Some(item.pk.clone());
+        parked.item_sk = Some(item.sk.clone());
+        parked.version = Some(item.version);
+        parked.sequence_number = seq.into();
+        parked.reason_kind = kind.into();
+        parked
+    };
+    let data_sync = parked_of(&versions[1], "100", "history-conflict");
+    // The publisher keeps the item's data-table key (no version).
+    let mut event_r = parked_of(&versions[1], "200", "event-feed");
+    event_r.item_sk = Some("R002".into());
+    let mut event_s = parked_of(&versions[2], "300", "event-feed");
+    event_s.item_sk = Some("S002".into());
+    for parked in [&data_sync, &event_r, &event_s] {
+        store.park(parked).await.unwrap();
+    }
+
+    let (code, _, out) = cqrs(&t, &["redrive", "run", "--dry-run"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("2 change-event records left parked (change-event records: not republished by cqrs redrive)"),
+        "{text}"
+    );
+
+    let (code, ran, out) = cqrs(&t, &["redrive", "run", "--json"]);
+    let mut left: Vec<(String, String)> = store
+        .list_parked(Some("t1"), None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.reason_kind, p.sequence_number))
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            ("event-feed".to_string(), "200".to_string()),
+            ("event-feed".to_string(), "300".to_string())
+        ],
+        "redrive removed change-event records without publishing anything: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Data-sync's record was redriven: R re-projected, its record removed; S (change-event
+    // records only) not re-projected.
+    assert_eq!(code, 1, "{ran}");
+    assert_eq!(ran["items"].as_array().map(Vec::len), Some(1), "{ran}");
+    assert_eq!(ran["items"][0]["sk"], "R002");
+    assert_eq!(ran["items"][0]["outcome"], "written");
+    assert_eq!(ran["items"][0]["removed"], 1);
+    assert_eq!(ran["eventFeed"]["left"], 2, "{ran}");
+    assert_eq!(
+        ran["eventFeed"]["why"],
+        "change-event records: not republished by cqrs redrive"
+    );
+    assert!(
+        store
+            .get_data_item("PRODUCT#t1", "S002")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    println!(
+        "redrive: 1 data-sync record redriven and removed, 2 change-event records (event-feed) left parked"
+    );
+}
+
 async fn put_row(t: &TestTables, table: &str, item: &Item) {
     t.client
         .put_item()
@@ -701,4 +781,282 @@ async fn verify_sql_finds_differences_planted_in_postgres_and_rebuild_sql_repair
         .unwrap()
         .get(0);
     assert_eq!(orphans, 0);
+}
+
+/// A moto server of its own (SQS, on a free port of 127.0.0.1), stopped and its state folder
+/// removed on drop, also when an assertion fails; its endpoint and an SQS client on it.
+struct MotoSqs {
+    state: PathBuf,
+    port: u16,
+    endpoint: String,
+    sqs: aws_sdk_sqs::Client,
+}
+
+impl MotoSqs {
+    fn start(name: &str) -> Self {
+        use cqrs_local_stack::moto;
+        let program = match std::env::var_os("MOTO_SERVER") {
+            Some(path) => PathBuf::from(path),
+            None => {
+                moto::server_program(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv"))
+            }
+        };
+        let state =
+            std::env::temp_dir().join(format!("cqrs-moto-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&state);
+        let instance = moto::start(&program, &state, None).expect("moto starts");
+        let endpoint = instance.endpoint();
+        let config = aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "local", "local", None, None, "test",
+            ))
+            .endpoint_url(&endpoint)
+            .http_client(
+                cqrs_store::client::http_client(cqrs_store::client::TlsRoots::System).unwrap(),
+            )
+            .build();
+        MotoSqs {
+            state,
+            port: instance.port,
+            endpoint,
+            sqs: aws_sdk_sqs::Client::from_conf(config),
+        }
+    }
+
+    /// A FIFO queue `name`, as the template makes a consumer's.
+    async fn fifo(&self, name: &str) -> String {
+        use aws_sdk_sqs::types::QueueAttributeName;
+        self.sqs
+            .create_queue()
+            .queue_name(name)
+            .attributes(QueueAttributeName::FifoQueue, "true")
+            .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+            .send()
+            .await
+            .unwrap()
+            .queue_url()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The queue's messages, visible and in flight.
+    async fn depth(&self, url: &str) -> usize {
+        use aws_sdk_sqs::types::QueueAttributeName;
+        let answer = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap();
+        answer
+            .attributes()
+            .unwrap()
+            .values()
+            .map(|v| v.parse::<usize>().unwrap())
+            .sum()
+    }
+
+    /// Runs `cqrs <args>` with this server as SQS (and `env`); answers the exit code, the JSON
+    /// output (`Null` when it is none) and standard error.
+    fn cqrs(
+        &self,
+        args: &[&str],
+        dir: Option<&std::path::Path>,
+        env: &[(&str, &str)],
+    ) -> (Option<i32>, serde_json::Value, String) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cqrs"));
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        let output = command
+            .args(args)
+            .args(["--sqs-endpoint-url", &self.endpoint, "--json"])
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "local")
+            .env("AWS_SECRET_ACCESS_KEY", "local")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("AWS_PROFILE")
+            .envs(env.iter().copied())
+            .output()
+            .expect("the cqrs binary runs");
+        let json = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        (
+            output.status.code(),
+            json,
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    }
+}
+
+impl Drop for MotoSqs {
+    fn drop(&mut self) {
+        let _ = cqrs_local_stack::moto::stop(&self.state, self.port);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// `cqrs redrive consumer` against moto's SQS: the dry run counts the dead-letter queue by
+/// parking reason, lists it and moves nothing; the run moves it all.
+#[tokio::test]
+async fn redrive_consumer_dry_run_counts_by_reason_and_moves_nothing_then_the_run_moves_all() {
+    use aws_sdk_sqs::types::MessageAttributeValue;
+    let moto = MotoSqs::start("redrive");
+    let queue = moto.fifo("shop-search.fifo").await;
+    let dlq = moto.fifo("shop-search-dlq.fifo").await;
+    for (n, group, kind) in [
+        (1, "g1", Some("poison")),
+        (2, "g1", Some("held")),
+        (3, "g2", None),
+    ] {
+        let mut send = moto
+            .sqs
+            .send_message()
+            .queue_url(&dlq)
+            .message_body(format!(r#"{{"id":"e{n}"}}"#))
+            .message_group_id(group)
+            .message_deduplication_id(format!("e{n}:park:m{n}"));
+        if let Some(kind) = kind {
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(kind)
+                .build()
+                .unwrap();
+            send = send.message_attributes("cqrs-reason-kind", value);
+        }
+        send.send().await.unwrap();
+    }
+    let redrive = [
+        "redrive",
+        "consumer",
+        "--queue-url",
+        &queue,
+        "--dead-letter-url",
+        &dlq,
+    ];
+
+    let (code, json, stderr) = moto.cqrs(&[&redrive[..], &["--dry-run"]].concat(), None, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        (
+            &json["moved"],
+            &json["byReason"],
+            &json["left"],
+            &json["dryRun"],
+            &json["error"]
+        ),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!({"held": 1, "poison": 1, "unknown": 1}),
+            &serde_json::json!(3),
+            &serde_json::json!(true),
+            &serde_json::Value::Null
+        ),
+        "{json} {stderr}"
+    );
+    let mut listed: Vec<(String, String)> = json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["eventId"].as_str().unwrap().to_string(),
+                m["reasonKind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [("e1", "poison"), ("e2", "held"), ("e3", "unknown")]
+            .map(|(e, k)| (e.to_string(), k.to_string()))
+    );
+    assert_eq!(
+        (moto.depth(&dlq).await, moto.depth(&queue).await),
+        (3, 0),
+        "nothing moved"
+    );
+
+    let (code, json, stderr) = moto.cqrs(&redrive, None, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        (json["moved"].as_u64(), json["left"].as_u64()),
+        (Some(3), Some(0)),
+        "{json}"
+    );
+    assert_eq!((moto.depth(&dlq).await, moto.depth(&queue).await), (0, 3));
+}
+
+/// `cqrs replay` against DynamoDB Local's history table and moto's SQS: the versions written
+/// since `--since`, of the model's entities, into the queue; a queue that does not exist is a
+/// failed send (exit 1), a bad time refused by the parser.
+#[tokio::test]
+async fn replay_sends_the_versions_since_a_time_into_the_consumers_queue() {
+    let t = cqrs_testkit::fresh_tables().await;
+    let store = store(&t);
+    let versions: Vec<Item> = (1..=3)
+        .map(|v| {
+            let mut item = product("P010", v);
+            item.entity = Some("product".into());
+            item.updated_at = format!("2026-01-01T00:00:0{v}.000Z");
+            item
+        })
+        .collect();
+    store.put_history_batch(&versions).await;
+    let moto = MotoSqs::start("replay");
+    let queue = moto.fifo("shop-search.fifo").await;
+    let service = std::env::temp_dir().join(format!("cqrs-operate-{}", t.data));
+    std::fs::create_dir_all(&service).expect("a service folder");
+    std::fs::write(service.join("model.toml"), cqrs_model::EXAMPLE_TOML).expect("model.toml");
+    let endpoint = cqrs_testkit::endpoint::endpoint();
+    let replay = |queue: &str, since: &str| {
+        moto.cqrs(
+            &[
+                "replay",
+                "--queue-url",
+                queue,
+                "--since",
+                since,
+                "--endpoint-url",
+                &endpoint,
+            ],
+            Some(&service),
+            &[("HISTORY_TABLE", t.history.as_str())],
+        )
+    };
+
+    let (code, json, stderr) = replay(&queue, "2026-01-01T00:00:02Z");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        (
+            &json["versions"],
+            &json["sent"],
+            &json["failed"],
+            &json["byEntity"]
+        ),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(2),
+            &serde_json::json!(0),
+            &serde_json::json!({"product": 2})
+        ),
+        "{json}"
+    );
+    assert_eq!(moto.depth(&queue).await, 2);
+
+    let missing = format!("{}/000000000000/no-such-queue.fifo", moto.endpoint);
+    let (code, json, stderr) = replay(&missing, "2026-01-01T00:00:02Z");
+    assert_eq!(code, Some(1), "{json} {stderr}");
+    assert_eq!(
+        (&json["sent"], &json["failed"]),
+        (&serde_json::json!(0), &serde_json::json!(2))
+    );
+
+    let (code, _, stderr) = replay(&queue, "yesterday");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not an RFC 3339 time"), "{stderr}");
 }

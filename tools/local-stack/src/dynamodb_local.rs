@@ -273,9 +273,198 @@ impl Instance {
     }
 }
 
-fn pid_file(state: &Path, port: u16) -> PathBuf {
-    state.join(format!("dynamodb-local-{port}.pid"))
+/// A server this crate starts in the background and finds again by its state folder: how its
+/// files are named, how its process is recognised, how it is called in messages.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Server {
+    /// In messages: `DynamoDB Local`, `moto`.
+    pub(crate) name: &'static str,
+    /// Its files in the state folder: `<stem>-<port>.pid`, `<stem>-<port>.log`.
+    pub(crate) stem: &'static str,
+    /// What its command line holds.
+    pub(crate) marker: &'static str,
+    /// The environment variable that sets how long to wait for it to answer (seconds).
+    pub(crate) timeout_var: &'static str,
 }
+
+impl Server {
+    pub(crate) fn pid_file(&self, state: &Path, port: u16) -> PathBuf {
+        state.join(format!("{}-{port}.pid", self.stem))
+    }
+
+    pub(crate) fn log_file(&self, state: &Path, port: u16) -> PathBuf {
+        state.join(format!("{}-{port}.log", self.stem))
+    }
+
+    fn say(&self, message: &str) {
+        eprintln!("[{}] {message}", self.stem);
+    }
+
+    /// Starts `command` (its output to the log, in a process group of its own) for `port`, records
+    /// its pid, and returns once it answers HTTP on 127.0.0.1:`port` (or fails with the log's tail).
+    pub(crate) fn spawn(
+        &self,
+        command: &mut Command,
+        state: &Path,
+        port: u16,
+    ) -> Result<Instance, Error> {
+        std::fs::create_dir_all(state).map_err(io(state))?;
+        let log_path = self.log_file(state, port);
+        let log = std::fs::File::create(&log_path).map_err(io(&log_path))?;
+        let err = log.try_clone().map_err(io(&log_path))?;
+        let started = Instant::now();
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| Error::Missing(format!("{:?}: {e}", command.get_program())))?;
+        let pid = child.id();
+        let pid_path = self.pid_file(state, port);
+        std::fs::write(&pid_path, format!("{pid}\n")).map_err(io(&pid_path))?;
+        let timeout = Duration::from_secs(
+            std::env::var(self.timeout_var)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(30),
+        );
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let _ = std::fs::remove_file(&pid_path);
+                return Err(Error::NotStarted {
+                    server: self.name,
+                    port,
+                    detail: format!("it exited ({status}): {}", tail(&log_path, 20)),
+                });
+            }
+            if answers_http(port) {
+                self.say(&format!(
+                    "ready on 127.0.0.1:{port} in {} ms (pid {pid}, log {})",
+                    started.elapsed().as_millis(),
+                    log_path.display()
+                ));
+                return Ok(Instance { pid, port });
+            }
+            if started.elapsed() > timeout {
+                stop_group(pid, self.marker, Duration::from_secs(5));
+                let _ = child.wait();
+                let _ = std::fs::remove_file(&pid_path);
+                return Err(Error::NotStarted {
+                    server: self.name,
+                    port,
+                    detail: format!("no answer after {timeout:?}: {}", tail(&log_path, 20)),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// [`Server::spawn`] on `port`, or on a free port when `None` (up to three tries, should
+    /// another process take the port first).
+    pub(crate) fn start(
+        &self,
+        state: &Path,
+        port: Option<u16>,
+        mut command: impl FnMut(u16) -> Command,
+    ) -> Result<Instance, Error> {
+        let attempts = if port.is_some() { 1 } else { 3 };
+        let mut last = None;
+        for _ in 0..attempts {
+            let port = match port {
+                Some(port) => {
+                    if port_busy(port) {
+                        return Err(Error::PortInUse(port));
+                    }
+                    port
+                }
+                None => free_port().map_err(io(state))?,
+            };
+            match self.spawn(&mut command(port), state, port) {
+                Ok(instance) => return Ok(instance),
+                Err(error) => last = Some(error),
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    /// The instances of this server started from `state` that still run, by port; the pid files
+    /// of those that do not are removed.
+    pub(crate) fn running(&self, state: &Path) -> Vec<Instance> {
+        let mut found = Vec::new();
+        let Ok(entries) = std::fs::read_dir(state) else {
+            return found;
+        };
+        let prefix = format!("{}-", self.stem);
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name();
+            let Some(port) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(prefix.as_str()))
+                .and_then(|n| n.strip_suffix(".pid"))
+                .and_then(|n| n.parse::<u16>().ok())
+            else {
+                continue;
+            };
+            let pid = std::fs::read_to_string(entry.path())
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok());
+            match pid {
+                Some(pid) if is_live(pid, self.marker) => found.push(Instance { pid, port }),
+                // A pid file of a process that is gone (or whose pid now names another program).
+                _ => {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        found.sort_by_key(|instance| instance.port);
+        found
+    }
+
+    /// Stops the instance on `port` started from `state`: see [`stop`].
+    pub(crate) fn stop(&self, state: &Path, port: u16) -> Result<bool, Error> {
+        let path = self.pid_file(state, port);
+        let pid = match std::fs::read_to_string(&path) {
+            Ok(text) => text.trim().parse::<u32>().ok(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(error) => return Err(io(&path)(error)),
+        };
+        let mut stopped = false;
+        if let Some(pid) = pid
+            && is_live(pid, self.marker)
+        {
+            let held = listening_sockets_of(pid, port);
+            stopped = stop_group(pid, self.marker, Duration::from_secs(10));
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let still = || {
+                let listening = listening_on(port);
+                held.iter().any(|socket| listening.contains(socket))
+            };
+            while (exists(pid) || still()) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if exists(pid) || still() {
+                return Err(Error::Command {
+                    command: format!("stopping {} on 127.0.0.1:{port}", self.name),
+                    detail: format!("its process {pid} still holds the port after SIGKILL"),
+                });
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+        if stopped {
+            self.say(&format!("stopped the instance on 127.0.0.1:{port}"));
+        }
+        Ok(stopped)
+    }
+}
+
+/// DynamoDB Local, as [`start`], [`running`] and [`stop`] handle it.
+const DYNAMODB_LOCAL: Server = Server {
+    name: "DynamoDB Local",
+    stem: "dynamodb-local",
+    marker: MARKER,
+    timeout_var: "DDB_LOCAL_TIMEOUT",
+};
 
 /// The log file of the instance on `port` started from `state`.
 ///
@@ -284,7 +473,7 @@ fn pid_file(state: &Path, port: u16) -> PathBuf {
 /// assert_eq!(log, std::path::Path::new("/tmp/s/dynamodb-local-8000.log"));
 /// ```
 pub fn log_file(state: &Path, port: u16) -> PathBuf {
-    state.join(format!("dynamodb-local-{port}.log"))
+    DYNAMODB_LOCAL.log_file(state, port)
 }
 
 /// A free port on 127.0.0.1, as the system gives one.
@@ -503,88 +692,21 @@ pub fn start(install: &Install, state: &Path, port: Option<u16>) -> Result<Insta
             install.prefix.display()
         ))
     })?;
-    std::fs::create_dir_all(state).map_err(io(state))?;
-    let attempts = if port.is_some() { 1 } else { 3 };
-    let mut last = None;
-    for _ in 0..attempts {
-        let port = match port {
-            Some(port) => {
-                if port_busy(port) {
-                    return Err(Error::PortInUse(port));
-                }
-                port
-            }
-            None => free_port().map_err(io(state))?,
-        };
-        match start_on(&jar_dir, state, port) {
-            Ok(instance) => return Ok(instance),
-            Err(error) => last = Some(error),
-        }
-    }
-    Err(last.expect("at least one attempt"))
-}
-
-fn start_on(jar_dir: &Path, state: &Path, port: u16) -> Result<Instance, Error> {
-    let log_path = log_file(state, port);
-    let log = std::fs::File::create(&log_path).map_err(io(&log_path))?;
-    let err = log.try_clone().map_err(io(&log_path))?;
-    let started = Instant::now();
-    let mut child = Command::new("java")
-        .current_dir(jar_dir)
-        .args([
-            "-Djava.library.path=./DynamoDBLocal_lib",
-            "-jar",
-            MARKER,
-            "-inMemory",
-            "-sharedDb",
-            "-disableTelemetry",
-            "-port",
-        ])
-        .arg(port.to_string())
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| Error::Missing(format!("java: {e}")))?;
-    let pid = child.id();
-    let pid_path = pid_file(state, port);
-    std::fs::write(&pid_path, format!("{pid}\n")).map_err(io(&pid_path))?;
-    let timeout = Duration::from_secs(
-        std::env::var("DDB_LOCAL_TIMEOUT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(30),
-    );
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            let _ = std::fs::remove_file(&pid_path);
-            return Err(Error::NotStarted {
-                server: "DynamoDB Local",
-                port,
-                detail: format!("it exited ({status}): {}", tail(&log_path, 20)),
-            });
-        }
-        if answers_http(port) {
-            say(&format!(
-                "ready on 127.0.0.1:{port} in {} ms (pid {pid}, log {})",
-                started.elapsed().as_millis(),
-                log_path.display()
-            ));
-            return Ok(Instance { pid, port });
-        }
-        if started.elapsed() > timeout {
-            stop_group(pid, MARKER, Duration::from_secs(5));
-            let _ = child.wait();
-            let _ = std::fs::remove_file(&pid_path);
-            return Err(Error::NotStarted {
-                server: "DynamoDB Local",
-                port,
-                detail: format!("no answer after {timeout:?}: {}", tail(&log_path, 20)),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    DYNAMODB_LOCAL.start(state, port, |port| {
+        let mut java = Command::new("java");
+        java.current_dir(&jar_dir)
+            .args([
+                "-Djava.library.path=./DynamoDBLocal_lib",
+                "-jar",
+                MARKER,
+                "-inMemory",
+                "-sharedDb",
+                "-disableTelemetry",
+                "-port",
+            ])
+            .arg(port.to_string());
+        java
+    })
 }
 
 /// The last `count` lines of the log at `path` (none when it cannot be read), for error messages.
@@ -596,33 +718,7 @@ pub(crate) fn tail(path: &Path, count: usize) -> String {
 
 /// The instances started from `state` that are still running, by port.
 pub fn running(state: &Path) -> Vec<Instance> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir(state) else {
-        return found;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(port) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("dynamodb-local-"))
-            .and_then(|n| n.strip_suffix(".pid"))
-            .and_then(|n| n.parse::<u16>().ok())
-        else {
-            continue;
-        };
-        let pid = std::fs::read_to_string(entry.path())
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok());
-        match pid {
-            Some(pid) if is_live(pid, MARKER) => found.push(Instance { pid, port }),
-            // A pid file of a process that is gone (or whose pid now names another program).
-            _ => {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-    found.sort_by_key(|instance| instance.port);
-    found
+    DYNAMODB_LOCAL.running(state)
 }
 
 /// Stops the instance on `port` started from `state`. Returns whether one was running; stopping
@@ -632,36 +728,5 @@ pub fn running(state: &Path) -> Vec<Instance> {
 /// on `port` any more (an error if one still does after SIGKILL). What another program does with
 /// the freed port is another matter: it may take it at once.
 pub fn stop(state: &Path, port: u16) -> Result<bool, Error> {
-    let path = pid_file(state, port);
-    let pid = match std::fs::read_to_string(&path) {
-        Ok(text) => text.trim().parse::<u32>().ok(),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(io(&path)(error)),
-    };
-    let mut stopped = false;
-    if let Some(pid) = pid
-        && is_live(pid, MARKER)
-    {
-        let held = listening_sockets_of(pid, port);
-        stopped = stop_group(pid, MARKER, Duration::from_secs(10));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let still = || {
-            let listening = listening_on(port);
-            held.iter().any(|socket| listening.contains(socket))
-        };
-        while (exists(pid) || still()) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if exists(pid) || still() {
-            return Err(Error::Command {
-                command: format!("stopping DynamoDB Local on 127.0.0.1:{port}"),
-                detail: format!("its process {pid} still holds the port after SIGKILL"),
-            });
-        }
-    }
-    let _ = std::fs::remove_file(&path);
-    if stopped {
-        say(&format!("stopped the instance on 127.0.0.1:{port}"));
-    }
-    Ok(stopped)
+    DYNAMODB_LOCAL.stop(state, port)
 }

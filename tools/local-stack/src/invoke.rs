@@ -36,10 +36,10 @@ impl HttpInvoker {
     }
 }
 
-impl Invoke for HttpInvoker {
-    async fn invoke(&self, records: &[Record]) -> Result<Vec<String>, InvokeError> {
-        let event = cqrs_testkit::stream_event::lambda_event_json(records, &self.event_source_arn)
-            .map_err(|e| InvokeError(format!("building the event: {e}")))?;
+impl HttpInvoker {
+    /// Invokes the function with `event`; answers its answer's text, or why the invocation failed
+    /// (an error status, `X-Amz-Function-Error`).
+    async fn invoke_event(&self, event: &Value) -> Result<String, InvokeError> {
         let request = hyper::Request::post(&self.url)
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(event.to_string())))
@@ -57,15 +57,32 @@ impl Invoke for HttpInvoker {
             .await
             .map_err(|e| InvokeError(format!("reading the answer: {e}")))?
             .to_bytes();
-        let text = String::from_utf8_lossy(&body);
+        let text = String::from_utf8_lossy(&body).into_owned();
         if !status.is_success() || function_error {
             return Err(InvokeError(format!("function failed ({status}): {text}")));
         }
-        batch_item_failures(&text)
+        Ok(text)
     }
 }
 
-/// The sequence numbers of a `{"batchItemFailures": [{"itemIdentifier": ...}]}` answer. An answer
+impl Invoke for HttpInvoker {
+    async fn invoke(&self, records: &[Record]) -> Result<Vec<String>, InvokeError> {
+        let event = cqrs_testkit::stream_event::lambda_event_json(records, &self.event_source_arn)
+            .map_err(|e| InvokeError(format!("building the event: {e}")))?;
+        batch_item_failures(&self.invoke_event(&event).await?)
+    }
+}
+
+/// A consumer's SQS event, through the same endpoint (the `event_source_arn` the invoker was made
+/// with is not used: the event names its queue).
+impl crate::sqs_mapper::InvokeSqs for HttpInvoker {
+    async fn invoke_sqs(&self, event: &Value) -> Result<Vec<String>, InvokeError> {
+        batch_item_failures(&self.invoke_event(event).await?)
+    }
+}
+
+/// The identifiers (sequence numbers of a stream's records, `messageId`s of a queue's messages) of
+/// a `{"batchItemFailures": [{"itemIdentifier": ...}]}` answer. An answer
 /// that is not of that shape is a failed invocation (as in AWS, which then retries the batch).
 pub fn batch_item_failures(answer: &str) -> Result<Vec<String>, InvokeError> {
     let value: Value = serde_json::from_str(answer)

@@ -11,6 +11,8 @@
 //!   and the on-failure destination.
 //! - [`mapping`]: the stream mapping's settings, read from `template.yaml`.
 //! - [`invoke`]: invoking data-sync through cargo-lambda's Invoke endpoint.
+//! - [`moto`]: moto's server (SNS and SQS, for the change events): starting, finding, stopping.
+//! - [`sqs_mapper`]: the local SQS event source mapping of a consumer's queue.
 #![forbid(unsafe_code)]
 
 pub mod dev;
@@ -18,7 +20,9 @@ pub mod dynamodb_local;
 pub mod invoke;
 pub mod mapper;
 pub mod mapping;
+pub mod moto;
 pub mod postgres;
 pub mod postgres_npm;
+pub mod sqs_mapper;
 pub mod stack;
 pub mod stream;

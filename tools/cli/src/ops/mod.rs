@@ -9,6 +9,8 @@ pub mod change_log;
 pub mod heads;
 pub mod rebuild;
 pub mod redrive;
+pub mod redrive_consumer;
+pub mod replay;
 pub mod sql;
 pub mod verify;
 

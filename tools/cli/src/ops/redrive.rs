@@ -4,14 +4,18 @@
 //! `run` writes each named item's newest history version into the data table with data-sync's own
 //! condition (never an older version), then removes the item's parked records (unless `--keep`).
 //! An item history holds no version of stays parked: there is nothing to project until a new
-//! version is written. The event source mapping's on-failure queue holds only stream positions,
-//! not records; its batches are re-projected the same way once the items are known, or by
-//! `cqrs rebuild --tenant`.
+//! version is written. The event publisher's records (reason kind `event-feed`: change events
+//! that could not be made or published) are listed and shown but never redriven nor removed by
+//! `run`: re-projecting publishes nothing, so removing them would lose the events silently; `run`
+//! counts them and says they were left parked. The event source mapping's on-failure queue holds
+//! only stream positions, not records; its batches are re-projected the same way once the items
+//! are known, or by `cqrs rebuild --tenant`.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use cqrs_keys::parked::EVENT_FEED_KIND;
 use cqrs_keys::{generate_id, remove_sort_key_version, tenant_code};
 use cqrs_store::Store;
 use cqrs_store::parked::ParkedRecord;
@@ -47,7 +51,8 @@ pub enum RedriveCommand {
         item: ItemKey,
     },
     /// Re-project the items the parked records name from the history table, then remove the
-    /// records.
+    /// records. The event publisher's records (reason kind `event-feed`) are left parked: they
+    /// are change events, not republished by a re-projection.
     Run {
         /// Only this tenant's records.
         #[arg(long)]
@@ -218,6 +223,9 @@ async fn show(store: &Store, item: &ItemKey) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Why `run` leaves the event publisher's records parked (printed and in `--json`).
+const EVENT_FEED_LEFT: &str = "change-event records: not republished by cqrs redrive";
+
 /// What became of one item's redrive.
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -239,7 +247,10 @@ async fn redrive(
     keep: bool,
     json: bool,
 ) -> Result<ExitCode, String> {
-    let parked = records(store, tenant, item).await?;
+    let (event_feed, parked): (Vec<ParkedRecord>, Vec<ParkedRecord>) = records(store, tenant, item)
+        .await?
+        .into_iter()
+        .partition(|r| r.reason_kind == EVENT_FEED_KIND);
     let mut by_item: BTreeMap<(String, String), Vec<ParkedRecord>> = BTreeMap::new();
     let mut keyless = 0;
     for record in parked {
@@ -292,6 +303,7 @@ async fn redrive(
             "items": done,
             "withoutKeys": keyless,
             "leftParked": left,
+            "eventFeed": { "left": event_feed.len(), "why": EVENT_FEED_LEFT },
         });
         println!("{out}");
     } else {
@@ -314,8 +326,14 @@ async fn redrive(
                 d.removed
             );
         }
+        if !event_feed.is_empty() {
+            println!(
+                "{} change-event records left parked ({EVENT_FEED_LEFT}); see `cqrs redrive list`",
+                event_feed.len()
+            );
+        }
     }
-    if left > 0 || keyless > 0 {
+    if left > 0 || keyless > 0 || !event_feed.is_empty() {
         return Ok(ExitCode::from(EXIT_DIFFERENCE));
     }
     Ok(ExitCode::SUCCESS)
