@@ -528,6 +528,14 @@ impl Runtime {
                 result.counts.duplicates += 1;
                 continue;
             }
+            // The parked version itself, delivered again without a redrive (the invocation that
+            // parked it crashed after its work, or timed out): it waits in the dead-letter queue
+            // for its redrive, so it is neither handled nor parked again here.
+            if marker.held == Some(body.version) && !is_redriven(message) {
+                tracing::warn!(consumer = %self.consumer.name(), event_id = %body.id, version = body.version, "delivered again while parked: acknowledged, it waits for its redrive");
+                result.counts.duplicates += 1;
+                continue;
+            }
             let held = match stop {
                 Some(Stop::HeldBehind(v)) => Some(v),
                 _ => marker.held.filter(|h| *h != body.version),
@@ -700,8 +708,7 @@ impl Runtime {
         let write = MarkerWrite::new(body.marker_key.clone(), event.itemversion)
             .ttl_removal(ttl_removal)
             .item_ttl(item.ttl);
-        let redriven = message.string_attribute(REDRIVEN_ATTRIBUTE).is_some()
-            || message.string_attribute("cqrs-parked-at").is_some();
+        let redriven = is_redriven(message);
         Delivered {
             attempt: message.attempt(),
             sent: message.sent().unwrap_or(now),
@@ -1040,4 +1047,12 @@ pub async fn run(
         Ok::<_, lambda_runtime::Error>(runtime.handle(event.payload).await)
     }))
     .await
+}
+
+/// Whether `message` came back from a dead-letter queue: `cqrs redrive consumer` marks it
+/// `cqrs-redriven`, and a message the runtime parked keeps its `cqrs-parked-at` whatever moved it
+/// back.
+fn is_redriven(message: &SqsMessage) -> bool {
+    message.string_attribute(REDRIVEN_ATTRIBUTE).is_some()
+        || message.string_attribute("cqrs-parked-at").is_some()
 }

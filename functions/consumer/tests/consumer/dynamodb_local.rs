@@ -287,9 +287,9 @@ async fn poison_parks_with_its_reason_and_the_items_later_versions_are_held_behi
     recorder.heal("P001", 2);
     let answer = runtime
         .handle(batch(vec![
-            message("r2", &e[1], 1),
-            message("r3", &e[2], 1),
-            message("r4", &e[3], 1),
+            crate::common::redriven(message("r2", &e[1], 1)),
+            crate::common::redriven(message("r3", &e[2], 1)),
+            crate::common::redriven(message("r4", &e[3], 1)),
         ]))
         .await;
     assert!(answer.batch_item_failures.is_empty());
@@ -302,6 +302,53 @@ async fn poison_parks_with_its_reason_and_the_items_later_versions_are_held_behi
     assert_eq!(p1, [1, 2, 2, 3, 4]);
     let marker = s.marker("search", "P001").await.unwrap();
     assert_eq!((marker.applied, marker.held), (Some(4), None));
+}
+
+/// The invocation that parked a poison event crashed after its work (a timeout), so SQS delivers
+/// the same message again: it is parked already and waits for its redrive, so the handler must not
+/// see it again, nor is it parked a second time. Only its redrive hands it to the handler.
+#[tokio::test]
+async fn a_parked_version_delivered_again_before_its_redrive_is_neither_handled_nor_parked_again() {
+    let s = setup().await;
+    s.history(&versions("P001", 2)).await;
+    let recorder = Recorder::new("search");
+    recorder.fail("P001", 2, Answer::Poison("priceCents is negative".into()));
+    let park = Arc::new(MemoryPark::default());
+    let runtime = s.runtime(recorder.clone(), park.clone());
+    let (v1, v2) = (event("P001", 1), event("P001", 2));
+    runtime
+        .handle(batch(vec![message("m1", &v1, 1), message("m2", &v2, 1)]))
+        .await;
+    assert_eq!(park.parked().len(), 1, "v2 parked");
+
+    // The same message again, as SQS delivers it after the crash.
+    let (answer, counts) = runtime
+        .handle_counted(batch(vec![message("m2", &v2, 2)]))
+        .await;
+    assert!(answer.batch_item_failures.is_empty(), "acknowledged");
+    let calls = |version: i64| {
+        recorder
+            .calls()
+            .iter()
+            .filter(|c| c.code == "P001" && c.version == version)
+            .count()
+    };
+    assert_eq!(calls(2), 1, "the handler saw v2 once, when it refused it");
+    assert_eq!(
+        (counts.parked, park.parked().len()),
+        (0, 1),
+        "not parked again"
+    );
+
+    // Its redrive, once the consumer is fixed: handled, the hold gone.
+    recorder.heal("P001", 2);
+    let answer = runtime
+        .handle(batch(vec![crate::common::redriven(message("r2", &v2, 1))]))
+        .await;
+    assert!(answer.batch_item_failures.is_empty());
+    assert_eq!(calls(2), 2);
+    let marker = s.marker("search", "P001").await.unwrap();
+    assert_eq!((marker.applied, marker.held), (Some(2), None));
 }
 
 #[tokio::test]

@@ -175,7 +175,11 @@ async fn a_redriven_event_that_fails_again_is_parked_again_not_deduplicated_away
     runtime.handle(batch(vec![message("m1", &v1, 1)])).await;
     // Redriven within SQS's 5-minute dedup window (a new message, first receive), still poison.
     let answer = runtime
-        .handle(batch(vec![message("m1-redriven", &v1, 1)]))
+        .handle(batch(vec![crate::common::redriven(message(
+            "m1-redriven",
+            &v1,
+            1,
+        ))]))
         .await;
     assert!(answer.batch_item_failures.is_empty());
     assert_eq!(recorder.calls().len(), 2);

@@ -176,3 +176,15 @@ impl Consumer for Recorder {
 pub fn pairs(list: &[(&str, i64)]) -> Vec<(String, i64)> {
     list.iter().map(|(c, v)| (c.to_string(), *v)).collect()
 }
+
+/// A message marked as redriven (`cqrs redrive consumer` sets the attribute).
+pub fn redriven(mut message: cqrs_consumer::sqs::SqsMessage) -> cqrs_consumer::sqs::SqsMessage {
+    message.message_attributes.insert(
+        cqrs_consumer::runtime::REDRIVEN_ATTRIBUTE.into(),
+        cqrs_consumer::sqs::MessageAttribute {
+            string_value: Some("true".into()),
+            data_type: "String".into(),
+        },
+    );
+    message
+}
