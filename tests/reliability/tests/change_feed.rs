@@ -32,7 +32,6 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,7 +48,6 @@ use cqrs_consumer::{Consumer, ConsumerError, Delivered, Runtime};
 use cqrs_data_sync::DataSync;
 use cqrs_event_publisher::{CallResult, Entry, Publish, PublishError, Publisher, SnsTopic};
 use cqrs_item::{Item, Value};
-use cqrs_local_stack::dynamodb_local::Instance;
 use cqrs_local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
 use cqrs_local_stack::moto;
 use cqrs_local_stack::sqs_mapper::{InvokeSqs, SqsMapper, SqsMapperConfig};
@@ -70,72 +68,6 @@ const POISON_REASON: &str = "priceCents is negative: cannot index it";
 
 // ------------------------------------------------------------------------------------------
 // moto
-
-fn program() -> PathBuf {
-    match std::env::var_os("MOTO_SERVER") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            moto::server_program(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv"))
-        }
-    }
-}
-
-/// A moto server of its own in a state folder of its own, stopped and removed on drop, also when
-/// an assertion fails.
-struct Moto {
-    state: PathBuf,
-    instance: Instance,
-}
-
-impl Moto {
-    fn start(name: &str) -> Self {
-        let state = std::env::temp_dir().join(format!("cqrs-moto-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state);
-        let instance = moto::start(&program(), &state, None).expect("moto starts");
-        Moto { state, instance }
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        for instance in moto::running(&self.state) {
-            let _ = moto::stop(&self.state, instance.port);
-        }
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
-fn http() -> aws_sdk_sqs::config::SharedHttpClient {
-    cqrs_store::client::http_client(cqrs_store::client::TlsRoots::System).unwrap()
-}
-
-fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
-    aws_sdk_sqs::Client::from_conf(
-        aws_sdk_sqs::Config::builder()
-            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "local", "local", None, None, "moto",
-            ))
-            .http_client(http())
-            .endpoint_url(endpoint)
-            .build(),
-    )
-}
-
-fn sns_client(endpoint: &str) -> aws_sdk_sns::Client {
-    aws_sdk_sns::Client::from_conf(
-        aws_sdk_sns::Config::builder()
-            .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
-            .region(aws_sdk_sns::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sns::config::Credentials::new(
-                "local", "local", None, None, "moto",
-            ))
-            .http_client(http())
-            .endpoint_url(endpoint)
-            .build(),
-    )
-}
 
 /// A FIFO queue with `attributes`; its URL and ARN.
 async fn fifo_queue(
@@ -664,7 +596,7 @@ async fn every_consumer_sees_every_version_once_in_order_through_chaos_a_failure
     eprintln!("change feed chaos: seed {seed} (replay the plan with RELIABILITY_SEED={seed})");
     let mut rng = Rng::new(seed);
     let started = Instant::now();
-    let moto = Moto::start("change-feed");
+    let moto = moto::Throwaway::start("change-feed").expect("moto starts");
     let endpoint = moto.instance.endpoint();
     let tables = cqrs_testkit::fresh_tables().await;
     let store = store(&tables);
@@ -770,8 +702,8 @@ async fn every_consumer_sees_every_version_once_in_order_through_chaos_a_failure
     let projected = started.elapsed();
 
     // 3. The topic, the consumers' queues and dead-letter queues on moto.
-    let sqs = sqs_client(&endpoint);
-    let sns = sns_client(&endpoint);
+    let sqs = moto::sqs_client(&endpoint);
+    let sns = moto::sns_client(&endpoint);
     let topic = sns
         .create_topic()
         .name("shop-events.fifo")
@@ -1207,11 +1139,11 @@ impl InvokeSqs for CrashOn {
 async fn a_message_sqs_itself_dead_letters_leaves_a_gap_filled_from_history_and_its_redrive_is_a_duplicate()
  {
     let started = Instant::now();
-    let moto = Moto::start("change-feed-gap");
+    let moto = moto::Throwaway::start("change-feed-gap").expect("moto starts");
     let endpoint = moto.instance.endpoint();
     let tables = cqrs_testkit::fresh_tables().await;
     let store = store(&tables);
-    let sqs = sqs_client(&endpoint);
+    let sqs = moto::sqs_client(&endpoint);
 
     // Versions 1..=4 of one product, in the history table as data-sync writes them.
     let mut rng = Rng::new(seed(DEFAULT_SEED));

@@ -786,42 +786,20 @@ async fn verify_sql_finds_differences_planted_in_postgres_and_rebuild_sql_repair
 /// A moto server of its own (SQS, on a free port of 127.0.0.1), stopped and its state folder
 /// removed on drop, also when an assertion fails; its endpoint and an SQS client on it.
 struct MotoSqs {
-    state: PathBuf,
-    port: u16,
+    /// Held for its drop, which stops the server.
+    _server: cqrs_local_stack::moto::Throwaway,
     endpoint: String,
     sqs: aws_sdk_sqs::Client,
 }
 
 impl MotoSqs {
     fn start(name: &str) -> Self {
-        use cqrs_local_stack::moto;
-        let program = match std::env::var_os("MOTO_SERVER") {
-            Some(path) => PathBuf::from(path),
-            None => {
-                moto::server_program(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv"))
-            }
-        };
-        let state =
-            std::env::temp_dir().join(format!("cqrs-moto-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state);
-        let instance = moto::start(&program, &state, None).expect("moto starts");
-        let endpoint = instance.endpoint();
-        let config = aws_sdk_sqs::Config::builder()
-            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "local", "local", None, None, "test",
-            ))
-            .endpoint_url(&endpoint)
-            .http_client(
-                cqrs_store::client::http_client(cqrs_store::client::TlsRoots::System).unwrap(),
-            )
-            .build();
+        let server =
+            cqrs_local_stack::moto::Throwaway::start(&format!("cli-{name}")).expect("moto starts");
         MotoSqs {
-            state,
-            port: instance.port,
-            endpoint,
-            sqs: aws_sdk_sqs::Client::from_conf(config),
+            endpoint: server.endpoint(),
+            sqs: server.sqs(),
+            _server: server,
         }
     }
 
@@ -890,13 +868,6 @@ impl MotoSqs {
             json,
             String::from_utf8_lossy(&output.stderr).to_string(),
         )
-    }
-}
-
-impl Drop for MotoSqs {
-    fn drop(&mut self) {
-        let _ = cqrs_local_stack::moto::stop(&self.state, self.port);
-        let _ = std::fs::remove_dir_all(&self.state);
     }
 }
 

@@ -92,3 +92,129 @@ pub fn running(state: &Path) -> Vec<Instance> {
 pub fn stop(state: &Path, port: u16) -> Result<bool, Error> {
     MOTO.stop(state, port)
 }
+
+/// The `moto_server` to run: `MOTO_SERVER` when set, else the `.venv` of the current folder or of
+/// the first folder above it that has one (a test runs in its package's folder, inside the
+/// project); `None` when there is none.
+///
+/// ```
+/// let found = cqrs_local_stack::moto::find_program();
+/// assert!(found.is_none_or(|p| p.ends_with("moto_server")));
+/// ```
+pub fn find_program() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("MOTO_SERVER") {
+        return Some(PathBuf::from(path));
+    }
+    let here = std::env::current_dir().ok()?;
+    here.ancestors()
+        .map(|dir| server_program(&dir.join(".venv")))
+        .find(|program| program.is_file())
+}
+
+/// A moto server of one test or bench: on a free port of 127.0.0.1, its files in a fresh folder of
+/// the system's temporary folder, and stopped, its folder removed, when dropped, also when the test
+/// fails.
+///
+/// ```no_run
+/// let moto = cqrs_local_stack::moto::Throwaway::start("my-test").unwrap();
+/// let sqs = moto.sqs(); // an SQS client on it (dummy credentials, us-east-1)
+/// // ... the server stops here, when `moto` is dropped.
+/// ```
+#[derive(Debug)]
+pub struct Throwaway {
+    /// The running server.
+    pub instance: Instance,
+    state: PathBuf,
+}
+
+impl Throwaway {
+    /// Starts one ([`find_program`], [`start`]); `name` names its folder.
+    pub fn start(name: &str) -> Result<Self, Error> {
+        let program = find_program().ok_or_else(|| {
+            Error::Missing(format!(
+                "no .venv/bin/moto_server here or above, and MOTO_SERVER is not set: scripts/tools.sh installs moto {VERSION}"
+            ))
+        })?;
+        let state = std::env::temp_dir().join(format!("cqrs-moto-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&state);
+        let instance = start(&program, &state, None)?;
+        Ok(Throwaway { instance, state })
+    }
+
+    /// Its endpoint (`AWS_ENDPOINT_URL_SQS`, `AWS_ENDPOINT_URL_SNS`).
+    pub fn endpoint(&self) -> String {
+        self.instance.endpoint()
+    }
+
+    /// Its state folder (pid and log files).
+    pub fn state(&self) -> &Path {
+        &self.state
+    }
+
+    /// An SQS client on it.
+    pub fn sqs(&self) -> aws_sdk_sqs::Client {
+        sqs_client(&self.endpoint())
+    }
+
+    /// An SNS client on it.
+    pub fn sns(&self) -> aws_sdk_sns::Client {
+        sns_client(&self.endpoint())
+    }
+}
+
+impl Drop for Throwaway {
+    fn drop(&mut self) {
+        for instance in running(&self.state) {
+            let _ = stop(&self.state, instance.port);
+        }
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// The HTTP client of the local clients: hyper, plain HTTP to 127.0.0.1 (the system's roots for
+/// anything else).
+fn http() -> aws_sdk_sqs::config::SharedHttpClient {
+    cqrs_store::client::http_client(cqrs_store::client::TlsRoots::System)
+        .expect("the system's TLS roots load")
+}
+
+/// An SQS client on moto at `endpoint`: dummy credentials, region us-east-1, nothing else read
+/// from the environment.
+///
+/// ```
+/// let sqs = cqrs_local_stack::moto::sqs_client("http://127.0.0.1:5000");
+/// assert_eq!(sqs.config().region().map(|r| r.as_ref()), Some("us-east-1"));
+/// ```
+pub fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "local", "local", None, None, "moto",
+            ))
+            .http_client(http())
+            .endpoint_url(endpoint)
+            .build(),
+    )
+}
+
+/// An SNS client on moto at `endpoint`, as [`sqs_client`].
+///
+/// ```
+/// let sns = cqrs_local_stack::moto::sns_client("http://127.0.0.1:5000");
+/// assert_eq!(sns.config().region().map(|r| r.as_ref()), Some("us-east-1"));
+/// ```
+pub fn sns_client(endpoint: &str) -> aws_sdk_sns::Client {
+    aws_sdk_sns::Client::from_conf(
+        aws_sdk_sns::Config::builder()
+            .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
+            .region(aws_sdk_sns::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sns::config::Credentials::new(
+                "local", "local", None, None, "moto",
+            ))
+            .http_client(http())
+            .endpoint_url(endpoint)
+            .build(),
+    )
+}

@@ -19,74 +19,8 @@ use std::time::Duration;
 
 use aws_sdk_sns::types::{MessageAttributeValue as SnsAttribute, PublishBatchRequestEntry};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use cqrs_local_stack::dynamodb_local::{Instance, answers_http};
+use cqrs_local_stack::dynamodb_local::answers_http;
 use cqrs_local_stack::moto;
-
-fn program() -> PathBuf {
-    match std::env::var_os("MOTO_SERVER") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            moto::server_program(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv"))
-        }
-    }
-}
-
-/// A moto server of its own in a state folder of its own, stopped and removed on drop, also when
-/// an assertion fails.
-struct Moto {
-    state: PathBuf,
-    instance: Instance,
-}
-
-impl Moto {
-    fn start(name: &str) -> Self {
-        let state = std::env::temp_dir().join(format!("cqrs-moto-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state);
-        let instance = moto::start(&program(), &state, None).expect("moto starts");
-        Moto { state, instance }
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        for instance in moto::running(&self.state) {
-            let _ = moto::stop(&self.state, instance.port);
-        }
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
-fn credentials() -> aws_sdk_sqs::config::Credentials {
-    aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "moto")
-}
-
-fn http() -> aws_sdk_sqs::config::SharedHttpClient {
-    cqrs_store::client::http_client(cqrs_store::client::TlsRoots::System).unwrap()
-}
-
-fn sqs(endpoint: &str) -> aws_sdk_sqs::Client {
-    aws_sdk_sqs::Client::from_conf(
-        aws_sdk_sqs::Config::builder()
-            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
-            .credentials_provider(credentials())
-            .http_client(http())
-            .endpoint_url(endpoint)
-            .build(),
-    )
-}
-
-fn sns(endpoint: &str) -> aws_sdk_sns::Client {
-    aws_sdk_sns::Client::from_conf(
-        aws_sdk_sns::Config::builder()
-            .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
-            .region(aws_sdk_sns::config::Region::new("us-east-1"))
-            .credentials_provider(credentials())
-            .http_client(http())
-            .endpoint_url(endpoint)
-            .build(),
-    )
-}
 
 /// A FIFO queue with `attributes`; returns its URL and ARN.
 async fn fifo_queue(
@@ -179,24 +113,24 @@ fn the_pinned_version_is_requirements_tools_txt_s() {
 
 #[tokio::test]
 async fn started_found_and_stopped_by_its_port() {
-    let server = Moto::start("lifecycle");
+    let server = moto::Throwaway::start("lifecycle").expect("moto starts");
     let port = server.instance.port;
     assert!(answers_http(port));
-    assert_eq!(moto::running(&server.state), vec![server.instance]);
-    assert!(moto::stop(&server.state, port).unwrap());
+    assert_eq!(moto::running(server.state()), vec![server.instance]);
+    assert!(moto::stop(server.state(), port).unwrap());
     assert!(!answers_http(port), "the port answers no more");
-    assert!(moto::running(&server.state).is_empty());
+    assert!(moto::running(server.state()).is_empty());
     assert!(
-        !moto::stop(&server.state, port).unwrap(),
+        !moto::stop(server.state(), port).unwrap(),
         "stopping it again is no error"
     );
 }
 
 #[tokio::test]
 async fn an_sns_fifo_topic_delivers_in_order_per_group_to_each_raw_fifo_queue() {
-    let server = Moto::start("fanout");
+    let server = moto::Throwaway::start("fanout").expect("moto starts");
     let endpoint = server.instance.endpoint();
-    let (sqs, sns) = (sqs(&endpoint), sns(&endpoint));
+    let (sqs, sns) = (moto::sqs_client(&endpoint), moto::sns_client(&endpoint));
     let topic = sns
         .create_topic()
         .name("events.fifo")
@@ -300,9 +234,9 @@ async fn an_sns_fifo_topic_delivers_in_order_per_group_to_each_raw_fifo_queue() 
 
 #[tokio::test]
 async fn a_group_is_held_in_flight_comes_back_after_its_visibility_and_then_dead_letters() {
-    let server = Moto::start("groups");
+    let server = moto::Throwaway::start("groups").expect("moto starts");
     let endpoint = server.instance.endpoint();
-    let sqs = sqs(&endpoint);
+    let sqs = moto::sqs_client(&endpoint);
     let (dlq_url, dlq_arn) = fifo_queue(&sqs, "consumer-dlq", &[]).await;
     let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2});
     let (url, _) = fifo_queue(
@@ -430,9 +364,9 @@ impl cqrs_local_stack::sqs_mapper::InvokeSqs for Consumer {
 async fn the_local_sqs_mapping_retries_a_reported_message_in_order_and_dead_letters_a_poison_group()
 {
     use cqrs_local_stack::sqs_mapper::{SqsMapper, SqsMapperConfig, sqs_event};
-    let server = Moto::start("mapping");
+    let server = moto::Throwaway::start("mapping").expect("moto starts");
     let endpoint = server.instance.endpoint();
-    let sqs = sqs(&endpoint);
+    let sqs = moto::sqs_client(&endpoint);
     let (dlq_url, dlq_arn) = fifo_queue(&sqs, "mapped-dlq", &[]).await;
     let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2});
     let (url, arn) = fifo_queue(
@@ -561,8 +495,8 @@ async fn a_failed_invocation_deletes_nothing() {
             Ok(vec!["not a message of the batch".into()])
         }
     }
-    let server = Moto::start("failed");
-    let sqs = sqs(&server.instance.endpoint());
+    let server = moto::Throwaway::start("failed").expect("moto starts");
+    let sqs = server.sqs();
     let (url, arn) = fifo_queue(
         &sqs,
         "broken",

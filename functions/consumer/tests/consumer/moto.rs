@@ -7,52 +7,17 @@
 //! `MOTO_SERVER`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use crate::common::{Answer, Recorder, batch, event, message};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use cqrs_consumer::Runtime;
 use cqrs_consumer::marker::MemoryMarkers;
 use cqrs_consumer::park::SqsDeadLetter;
-use cqrs_local_stack::dynamodb_local::Instance;
 use cqrs_local_stack::moto;
-
-fn program() -> PathBuf {
-    match std::env::var_os("MOTO_SERVER") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            moto::server_program(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv"))
-        }
-    }
-}
-
-/// A moto server of its own, stopped and its state folder removed on drop.
-struct Moto {
-    state: PathBuf,
-    instance: Instance,
-}
-
-impl Moto {
-    fn start(name: &str) -> Self {
-        let state = std::env::temp_dir().join(format!("cqrs-moto-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state);
-        let instance = moto::start(&program(), &state, None).expect("moto starts");
-        Moto { state, instance }
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        for instance in moto::running(&self.state) {
-            let _ = moto::stop(&self.state, instance.port);
-        }
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
 
 #[tokio::test]
 async fn a_poison_event_lands_in_the_fifo_dead_letter_queue_with_its_reason_group_and_dedup_id() {
-    let moto = Moto::start("consumer-park");
+    let moto = moto::Throwaway::start("consumer-park").expect("moto starts");
     let endpoint = moto.instance.endpoint();
     let lookup = |name: &str| match name {
         "AWS_REGION" => Some("us-east-1".to_string()),
@@ -139,7 +104,7 @@ async fn a_poison_event_lands_in_the_fifo_dead_letter_queue_with_its_reason_grou
 
 #[tokio::test]
 async fn a_redriven_event_that_fails_again_is_parked_again_not_deduplicated_away() {
-    let moto = Moto::start("consumer-repark");
+    let moto = moto::Throwaway::start("consumer-repark").expect("moto starts");
     let endpoint = moto.instance.endpoint();
     let lookup = |name: &str| match name {
         "AWS_REGION" => Some("us-east-1".to_string()),

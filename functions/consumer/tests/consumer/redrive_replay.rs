@@ -4,7 +4,6 @@
 //! handles what they sent, as the event source mapping would hand it over.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use aws_sdk_sqs::types::{
     Message, MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
@@ -16,56 +15,25 @@ use cqrs_consumer::replay::{ReplayOptions, replay};
 use cqrs_consumer::sqs::SqsEvent;
 use cqrs_consumer::{BatchCounts, Runtime};
 use cqrs_events::ChangeEvent;
-use cqrs_local_stack::dynamodb_local::Instance;
 use cqrs_local_stack::moto;
 use cqrs_store::projection::HistoryWrite;
 use cqrs_store::{Store, Tables};
 
 use crate::common::{Answer, Recorder, batch, event, message, pairs, product};
 
-/// A moto server of its own, stopped and its state folder removed on drop.
-struct Moto {
-    state: PathBuf,
-    instance: Instance,
-}
-
-impl Moto {
-    fn start(name: &str) -> Self {
-        let program = match std::env::var_os("MOTO_SERVER") {
-            Some(path) => PathBuf::from(path),
-            None => {
-                moto::server_program(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv"))
-            }
-        };
-        let state = std::env::temp_dir().join(format!("cqrs-moto-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state);
-        let instance = moto::start(&program, &state, None).expect("moto starts");
-        Moto { state, instance }
-    }
-
-    /// The SQS client as the consumer function builds it, on this server.
-    fn sqs(&self) -> aws_sdk_sqs::Client {
-        let endpoint = self.instance.endpoint();
-        let lookup = |name: &str| match name {
-            "AWS_REGION" => Some("us-east-1".to_string()),
-            "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("local".to_string()),
-            "CQRS_TLS_ROOTS" => Some("system".to_string()),
-            "AWS_ENDPOINT_URL_SQS" => Some(endpoint.clone()),
-            _ => None,
-        };
-        let env = cqrs_store::client::ClientEnv::from_lookup(lookup).unwrap();
-        let http = cqrs_store::client::http_client(env.tls_roots).unwrap();
-        cqrs_consumer::park::sqs_client(&env, http, lookup)
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        for instance in moto::running(&self.state) {
-            let _ = moto::stop(&self.state, instance.port);
-        }
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
+/// The SQS client as the consumer function builds it, on `moto`.
+fn consumer_sqs(moto: &moto::Throwaway) -> aws_sdk_sqs::Client {
+    let endpoint = moto.endpoint();
+    let lookup = |name: &str| match name {
+        "AWS_REGION" => Some("us-east-1".to_string()),
+        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("local".to_string()),
+        "CQRS_TLS_ROOTS" => Some("system".to_string()),
+        "AWS_ENDPOINT_URL_SQS" => Some(endpoint.clone()),
+        _ => None,
+    };
+    let env = cqrs_store::client::ClientEnv::from_lookup(lookup).unwrap();
+    let http = cqrs_store::client::http_client(env.tls_roots).unwrap();
+    cqrs_consumer::park::sqs_client(&env, http, lookup)
 }
 
 /// A FIFO queue `name` (no content-based deduplication, as the template makes them).
@@ -190,8 +158,8 @@ fn string_attribute<'m>(m: &'m Message, name: &str) -> Option<&'m str> {
 
 #[tokio::test]
 async fn a_dead_letter_queue_is_redriven_oldest_first_and_the_runtime_handles_it_once() {
-    let moto = Moto::start("consumer-redrive");
-    let sqs = moto.sqs();
+    let moto = moto::Throwaway::start("consumer-redrive").expect("moto starts");
+    let sqs = consumer_sqs(&moto);
     let queue = fifo(&sqs, "shop-search.fifo").await;
     let dlq = fifo(&sqs, "shop-search-dlq.fifo").await;
 
@@ -330,8 +298,8 @@ async fn a_dead_letter_queue_is_redriven_oldest_first_and_the_runtime_handles_it
 
 #[tokio::test]
 async fn redriving_into_the_dead_letter_queue_itself_is_refused() {
-    let moto = Moto::start("consumer-redrive-same");
-    let sqs = moto.sqs();
+    let moto = moto::Throwaway::start("consumer-redrive-same").expect("moto starts");
+    let sqs = consumer_sqs(&moto);
     let dlq = fifo(&sqs, "shop-search-dlq.fifo").await;
     let err = redrive(&sqs, &dlq, &dlq, &RedriveOptions::default())
         .await
@@ -342,8 +310,8 @@ async fn redriving_into_the_dead_letter_queue_itself_is_refused() {
 
 #[tokio::test]
 async fn a_replay_sends_the_versions_since_t_in_version_order_and_a_second_one_handles_nothing() {
-    let moto = Moto::start("consumer-replay");
-    let sqs = moto.sqs();
+    let moto = moto::Throwaway::start("consumer-replay").expect("moto starts");
+    let sqs = consumer_sqs(&moto);
     let queue = fifo(&sqs, "shop-search.fifo").await;
     let t = cqrs_testkit::fresh_tables().await;
     let store = Store::new(
