@@ -59,7 +59,8 @@ def _table(header: list[str], rows: list[list[str]], align: Optional[str] = None
 def _header(r: dict) -> str:
     m = r["machine"]
     phase_loads = []
-    for phase in ("keys", "cold", "warm", "instructions", "memory", "projection", "sql", "report", "sequences", "profiles"):
+    for phase in ("keys", "cold", "warm", "instructions", "memory", "projection", "sql", "events", "report", "sequences",
+                  "profiles"):
         if phase in r:
             phase_loads.append(f"{phase} {r[phase]['load_before']} → {r[phase]['load_after']}")
     rows = [
@@ -651,6 +652,72 @@ def _sql_section(r: dict) -> str:
     ])
 
 
+def _events_section(r: dict) -> str:
+    e = r["events"]
+    t, lat = e["throughput"], e["latency"]
+    raw, con = t["raw"], t["consumer"]
+
+    def runs(values: list) -> str:
+        return ", ".join(_rate(v) for v in values)
+
+    rows = [
+        ["raw `SendMessageBatch` + `ReceiveMessage`/`DeleteMessageBatch`", _rate(raw["events_s"]), runs(raw["runs"]),
+         _rate(raw["drain_events_s"]), runs(raw["drain_runs"]), "1.00"],
+        ["consumer (`SqsMapper` + `Runtime`, markers in DynamoDB Local)", _rate(con["events_s"]), runs(con["runs"]),
+         _rate(con["drain_events_s"]), runs(con["drain_runs"]),
+         f"**{_ratio(t['ratio'])}** (drain alone {_ratio(t['drain_ratio'])})"],
+    ]
+    per_run = ", ".join(_ratio(x) for x in t["ratio_runs"])
+    lat_rows = [[
+        f"{lat['seen']:,} of {lat['commands']:,}", f"**{_ms(lat['p50_ms'])}**", _ms(lat["p90_ms"]), f"**{_ms(lat['p99_ms'])}**",
+        _ms(lat["min_ms"]), _ms(lat["max_ms"]),
+    ]]
+    return "\n\n".join([
+        "## Change events: a consumer beside raw SQS, and command→consumer latency",
+        "`cargo bench -p cqrs-consumer --bench events` (`functions/consumer/benches/events.rs`), against moto's server "
+        f"{e.get('moto', '?')} (SNS and SQS, from the project's `.venv`, on 127.0.0.1; started and stopped by the bench) "
+        "and DynamoDB Local. "
+        f"**Throughput**: {t['events']:,} change events ({t['items']:,} items × {t['versions']} versions; the publisher's "
+        f"JSON bodies, {t['body_bytes_mean']:,.0f} bytes on average, with its `type`, `tenant`, `entity` attributes; "
+        "message group = the item, deduplication id = the event id) sent with `SendMessageBatch` (10 a call, one call at "
+        "a time, so that an item's versions stay in order) into a FIFO queue, in waves of "
+        f"{t['wave']:,} (one version of every item) each drained before the next is sent. **Raw**: drained with "
+        "`ReceiveMessage` (10, all attributes, no wait) and `DeleteMessageBatch`, nothing else. **Consumer**: the same "
+        "events into another queue, drained by `cqrs_local_stack::sqs_mapper::SqsMapper` (the local SQS event source "
+        "mapping: the same receive, then the delete of what the answer did not report) invoking `cqrs_consumer::Runtime` "
+        "in process with Lambda's SQS event, parsed as the function parses it: a no-op handler, but every event's "
+        "body parsed, the consumer's markers read (one consistent `BatchGetItem` a batch) and written (one conditional "
+        "`UpdateItem` a handled version) in DynamoDB Local's idempotency table, as the runtime does in AWS. events/s = "
+        "events ÷ (send + drain seconds); \"drain alone\" leaves the sends (the same for both sides) out. The sides "
+        "alternate wave by wave (which goes first alternates too), so that a drift of the machine or of moto falls on "
+        f"both alike; {t['repeats']} timed runs after a warm-up of one wave, fresh queues and a fresh consumer name (so "
+        "fresh markers) each run; medians. Waves, because moto's `SendMessage` costs in proportion to the queue's depth (moto "
+        "counts every message's visibility for the queue's attributes, several times a message): a queue thousands "
+        "deep would measure moto. Absolute rates are moto's (a Python server on this machine), not SQS's; the ratio "
+        "is what the figures are for. **Goal: the consumer at least 0.8x raw.**",
+        _table(["side", "events/s (send + drain)", "per run", "drain alone events/s", "per run", "consumer ÷ raw"], rows),
+        f"Ratio per run: send + drain {per_run}; drain alone {', '.join(_ratio(x) for x in t['drain_ratio_runs'])}. "
+        "What the consumer adds to each batch of 10: Lambda's SQS event built and parsed, every body parsed into an "
+        "event, one `BatchGetItem` of the markers and one conditional `UpdateItem` per handled version (the items of a "
+        "batch concurrently) against DynamoDB Local.",
+        "**Command→consumer latency**: an item version written to the command table (`Store::put_command`, "
+        f"{lat['commands']:,} versions of {lat['items']} items, round robin, one every {lat['command_interval_ms']} ms), "
+        "projected by data-sync (in process, on the command table's stream of DynamoDB Local), the data table's stream "
+        "read and handed to `cqrs_event_publisher::Publisher` with its `SnsTopic` on moto's SNS FIFO topic, the "
+        "consumer's FIFO queue subscribed with raw delivery, drained by `SqsMapper` + `Runtime` (markers in DynamoDB "
+        "Local). Latency = the moment the handler saw the version − the moment the command write returned. "
+        f"Polling: each stream read again after {lat['stream_poll_ms']} ms when it had nothing, the queue received "
+        f"without wait and again after {lat['sqs_poll_ms']} ms when empty. **These intervals and the stream reads of "
+        "DynamoDB Local dominate the figures**; in AWS, Lambda polls a stream about 4 times a second and SQS with long "
+        "polling, so deployed latency is mostly the two mappings' polling, not this code. Everything runs in one "
+        "process on a shared machine.",
+        _table(["versions seen", "p50 ms", "p90 ms", "p99 ms", "min ms", "max ms"], lat_rows),
+        f"data-sync reported {lat['sync_failures']} failed records, the publisher {lat['publish_failures']}, the "
+        f"consumer retried {lat['retried']} messages; the run took {lat['seconds']:.1f} s. Machine load (1/5/15 min) "
+        f"before → after the phase: {e['load_before']} → {e['load_after']}.",
+    ])
+
+
 def _sequences_section(r: dict) -> str:
     q = r["sequences"]
     return "\n\n".join([
@@ -1060,6 +1127,19 @@ def _findings(r: dict) -> str:
             f"{q['event_bytes'] / 1048576:.2f} MiB of JSON): {_kb_mib(m['peak_kib'])}, of which "
             f"{_kb_mib(m['before_kib'])} before the batch."
         )
+    if "events" in r:
+        t, lat = r["events"]["throughput"], r["events"]["latency"]
+        out.append(
+            f"- **Goal: a consumer at least 0.8x raw SQS** (events/s through the same local FIFO queue, send + drain, "
+            f"medians of {t['repeats']} alternated runs): consumer {_rate(t['consumer']['events_s'])}, raw "
+            f"{_rate(t['raw']['events_s'])}: {_ratio(t['ratio'])}, **{'met' if t['ratio'] >= 0.8 else 'not met'}**; "
+            f"drain alone (the sends, the same on both sides, left out): {_ratio(t['drain_ratio'])}, "
+            f"{'met too' if t['drain_ratio'] >= 0.8 else 'not met'} (consumer {_rate(t['consumer']['drain_events_s'])}, "
+            f"raw {_rate(t['raw']['drain_events_s'])} events/s). Command→consumer latency through data-sync, "
+            f"the publisher, SNS FIFO and SQS FIFO (in process, moto, DynamoDB Local): p50 {_ms(lat['p50_ms'])} ms, "
+            f"p99 {_ms(lat['p99_ms'])} ms over {lat['seen']:,} versions, mostly the polling intervals chosen "
+            f"({lat['stream_poll_ms']} ms a stream, {lat['sqs_poll_ms']} ms the queue)."
+        )
     if "report" in r:
         p = r["report"]
         pace = (
@@ -1125,6 +1205,8 @@ def render(r: dict) -> str:
         sections.append(_projection_section(r))
     if "sql" in r:
         sections.append(_sql_section(r))
+    if "events" in r:
+        sections.append(_events_section(r))
     if "sequences" in r:
         sections.append(_sequences_section(r))
     if "sizes" in r or "memory" in r:
@@ -1143,7 +1225,7 @@ def render(r: dict) -> str:
         "```sh\nmake bench          # = bash scripts/bench.sh\n```\n\n"
         "Needs the Rust toolchain, Python 3 and root or sudo for `apt-get` (Node.js/npm, Java 17 and valgrind when missing). The "
         "command installs the pinned npm packages (`bench/node/package.json`) into `.local/bench-node`, DynamoDB Local "
-        "into `.local/` (`cqrs dynamodb-local install`), PostgreSQL from apt for the sql phase, cargo-lambda and zig into `.venv` (`scripts/tools.sh`); builds the "
+        "into `.local/` (`cqrs dynamodb-local install`), PostgreSQL from apt for the sql phase, cargo-lambda, zig and moto (the events phase's SNS/SQS server) into `.venv` (`scripts/tools.sh`); builds the "
         "release binaries (x86_64 for the runs, arm64 for the sizes; the same for every profile of `BENCH_PROFILES`); starts a private DynamoDB Local on 127.0.0.1; "
         "runs `bench/run.py`; rewrites this file. Knobs: `BENCH_COLD_RUNS`, `BENCH_WARM_ROUNDS`, `BENCH_PROFILES`, "
         "`BENCH_PROFILE_COLD_RUNS`, `BENCH_MEMORY_RUNS`, `BENCH_PROJECTION_REPEATS`, `BENCH_ONLY=keys,cold,...` (a "

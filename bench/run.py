@@ -42,6 +42,14 @@
    rows into the same PostgreSQL (a cluster the bench starts and stops), batches of 100 and 1 000,
    inserts then updates, alternating, ``BENCH_SQL_REPEATS`` (3) times; then the peak RSS of a fresh
    process handling Lambda's largest batch (10 000 records or 6 MB of JSON, whichever binds first).
+5c. ``events``: ``cargo bench -p cqrs-consumer --bench events`` (``functions/consumer/benches/events.rs``):
+   change events (the publisher's JSON bodies, group = the item, dedup id = the event id) sent with
+   ``SendMessageBatch`` into a FIFO queue on moto's server (the project's ``.venv``, started and
+   stopped by the bench) and drained raw (``ReceiveMessage``/``DeleteMessageBatch``) beside the same
+   events drained by a consumer (``SqsMapper`` invoking ``cqrs_consumer::Runtime`` in process, markers
+   in DynamoDB Local), alternated, ``BENCH_EVENTS_REPEATS`` (3) times, events/s and the ratio; then
+   command→consumer latency p50/p99 (command table → data-sync → data table's stream → publisher →
+   SNS FIFO → SQS FIFO → consumer, in process, over ``BENCH_EVENTS_COMMANDS`` (200) commands).
 6. ``patterns``: ``cargo bench -p cqrs-query-handler --bench patterns``: a 10-shard fan-out beside one
    partition.
 7. ``sequences``: ``cargo bench -p cqrs-command-handler --bench sequences``: draws of one sequence through the
@@ -64,7 +72,9 @@ Knobs (environment): ``BENCH_COLD_RUNS`` (default 100), ``BENCH_COLD_BUDGET_S`` 
 ``BENCH_COLD_NODE_EVERY`` (Node every k-th cold round; unset: chosen from the budget),
 ``BENCH_WARM_ROUNDS`` (20), ``BENCH_WARM_REQUESTS`` (200), ``BENCH_INSTR_REQUESTS`` (50), ``BENCH_INSTR_RUNS`` (3), ``BENCH_WARM_NODE`` (1),
 ``BENCH_PROFILES`` (``release,release-s,release-o3``), ``BENCH_PROFILE_COLD_RUNS`` (40),
-``BENCH_MEMORY_RUNS`` (5), ``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_BIG_BATCH_RUNS`` (2),
+``BENCH_MEMORY_RUNS`` (5), ``BENCH_PROJECTION_REPEATS`` (3), ``BENCH_EVENTS_ITEMS`` (200), ``BENCH_EVENTS_VERSIONS`` (10),
+``BENCH_EVENTS_REPEATS`` (3), ``BENCH_EVENTS_COMMANDS`` (200), ``BENCH_EVENTS_COMMAND_MS`` (50),
+``BENCH_EVENTS_STREAM_POLL_MS`` (25), ``BENCH_EVENTS_SQS_POLL_MS`` (25), ``BENCH_BIG_BATCH_RUNS`` (2),
 ``BENCH_KEY_INPUTS_N`` (1000), ``BENCH_DRAWS`` (1000), ``BENCH_PATTERN_ITEMS`` (2000),
 ``BENCH_ONLY`` (comma-separated phases; a partial run writes ``.local/bench/BENCHMARKS.partial.md``
 instead of BENCHMARKS.md), ``BENCH_KEEP`` (an earlier run's ``results.json``: the phases this run does
@@ -1298,6 +1308,39 @@ def phase_sql(results: dict) -> None:
     results["sql"] = out
 
 
+# ---------------------------------------------------------------------------------------- events ---
+
+
+def moto_version() -> str:
+    python = ROOT / ".venv" / "bin" / "python"
+    if not python.exists():
+        return "?"
+    return command_output([str(python), "-c", "import moto; print(moto.__version__)"])
+
+
+def phase_events(results: dict) -> None:
+    """A consumer beside raw SQS on the same local FIFO queue, and command→consumer latency:
+    `cargo bench -p cqrs-consumer --bench events`, which starts and stops moto's server from the
+    project's .venv and uses DynamoDB Local (ddb_env()) for the tables and the consumer's markers
+    (see the bench's docstring)."""
+    load_before = loadavg()
+    proc = subprocess.run(
+        ["cargo", "bench", "--locked", "-p", "cqrs-consumer", "--bench", "events"],
+        cwd=ROOT, env={**os.environ, **ddb_env(), "RUST_LOG": "warn"}, capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the events bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("BENCH_EVENTS ")), None)
+    if line is None:
+        raise SystemExit(f"bench: the events bench printed no BENCH_EVENTS line:\n{proc.stdout[-2000:]}")
+    out = json.loads(line[len("BENCH_EVENTS "):])
+    out["output"] = "\n".join(l for l in proc.stderr.splitlines() if l.startswith(("events bench:", "[moto]")))
+    out["moto"] = moto_version()
+    out["load_before"] = load_before
+    out["load_after"] = loadavg()
+    results["events"] = out
+
+
 # ------------------------------------------------------------------------------------ patterns ---
 
 PATTERN_LINE = re.compile(
@@ -1471,8 +1514,8 @@ def report(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    phases = ["keys", "cold", "warm", "instructions", "memory", "projection", "sql", "patterns", "sequences", "sizes", "profiles",
-              "report"]
+    phases = ["keys", "cold", "warm", "instructions", "memory", "projection", "sql", "events", "patterns", "sequences", "sizes",
+              "profiles", "report"]
     only = [p.strip() for p in os.environ.get("BENCH_ONLY", "").split(",") if p.strip()]
     unknown = set(only) - set(phases)
     if unknown:
@@ -1507,6 +1550,9 @@ def main() -> None:
         if "sql" in chosen:
             say("sql: sql-sync beside raw batched upserts into PostgreSQL")
             phase_sql(results)
+        if "events" in chosen:
+            say("events: a consumer beside raw SQS (moto), and command→consumer latency")
+            phase_events(results)
         if "patterns" in chosen:
             phase_patterns(results)
         if "sequences" in chosen:

@@ -19,7 +19,8 @@
 #   - the operator CLI (creates the tables: `cqrs dev tables`) in its own `cargo build` (dev), so
 #     that its features never unify into the function binaries;
 #   - the Rust benches (bench profile, `cargo bench --no-run`), among them sql-sync's, which starts
-#     and stops a PostgreSQL cluster of its own (Debian's server, apt-installed where missing).
+#     and stops a PostgreSQL cluster of its own (Debian's server, apt-installed where missing), and
+#     the consumer's events bench, which starts and stops moto's server from .venv (scripts/tools.sh).
 #
 # The benches report, they do not assert: a slow figure is written down, not failed on.
 # Knobs (environment, all optional): BENCH_COLD_RUNS (100), BENCH_WARM_ROUNDS (20),
@@ -154,6 +155,16 @@ if wants sql; then
     step "the sql-sync bench (bench profile; it starts a PostgreSQL cluster of its own, apt installs the server where missing)"
     timed "sql-sync bench (cargo bench -p cqrs-sql-sync --no-run)" \
         cargo bench --locked -p cqrs-sql-sync --bench throughput --no-run
+fi
+
+if wants events; then
+    step "the events bench (bench profile; moto's server from .venv, installed by scripts/tools.sh)"
+    if [[ ! -x .venv/bin/moto_server ]]; then
+        # shellcheck source=scripts/tools.sh
+        source scripts/tools.sh
+    fi
+    timed "events bench (cargo bench -p cqrs-consumer --no-run)" \
+        cargo bench --locked -p cqrs-consumer --bench events --no-run
 fi
 
 step "DynamoDB Local (start)"

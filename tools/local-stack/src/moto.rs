@@ -10,7 +10,8 @@
 //! visibility timeouts, and dead-letter queues after `maxReceiveCount` (`tests/moto.rs` checks each
 //! against a running server). What it does not: the five-minute deduplication window (a
 //! deduplication id is forgotten once its message is deleted), `DeduplicationScope` per message
-//! group, SNS's own deduplication, `StartMessageMoveTask`, and any throughput limit; and it moves a
+//! group, SNS's own deduplication, `StartMessageMoveTask`, and any throughput limit (its `SendMessage`
+//! also slows as its queue deepens: a deep local backlog is slow to fill); and it moves a
 //! message over its `maxReceiveCount` to the dead-letter queue at a later receive of its queue, not
 //! when its last visibility timeout ends. Nothing in the framework relies on those: a consumer's
 //! marker deduplicates, its runtime parks a poison event itself, and a redrive moves messages itself.
