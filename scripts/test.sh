@@ -108,8 +108,11 @@ API_PORT=$e2e_api_port DDB_LOCAL_PORT=$e2e_ddb_port DEV_STATE_DIR=$e2e_state STA
 # end-to-end checks wait on the stack more than they compute, and leave a core idle.
 setsid env FUZZ_QUICK=1 FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh >"$root/.local/fuzz-build.log" 2>&1 &
 fuzz_build_pid=$!
+# By its target name within the workspace (the local stack's alone), as the reliability suite's:
+# `-p cqrs-local-stack` resolved features for that package alone and compiled tokio, regex and a
+# dozen more crates again for this one test (1.5 min of the last CI run).
 LOCAL_STACK_URL="http://127.0.0.1:$e2e_api_port" LOCAL_STACK_STATE="$e2e_state" \
-    cargo test -p cqrs-local-stack --locked --test e2e -- --ignored --nocapture
+    cargo test --workspace --locked --test e2e -- --ignored --nocapture
 
 step "API conformance: answers of the local stack against openapi.yaml (schemathesis)"
 bash scripts/conformance.sh "http://127.0.0.1:$e2e_api_port"
