@@ -18,17 +18,7 @@ use cqrs_local_stack::moto;
 #[tokio::test]
 async fn a_poison_event_lands_in_the_fifo_dead_letter_queue_with_its_reason_group_and_dedup_id() {
     let moto = moto::Throwaway::start("consumer-park").expect("moto starts");
-    let endpoint = moto.instance.endpoint();
-    let lookup = |name: &str| match name {
-        "AWS_REGION" => Some("us-east-1".to_string()),
-        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("local".to_string()),
-        "CQRS_TLS_ROOTS" => Some("system".to_string()),
-        "AWS_ENDPOINT_URL_SQS" => Some(endpoint.clone()),
-        _ => None,
-    };
-    let env = cqrs_store::client::ClientEnv::from_lookup(lookup).unwrap();
-    let http = cqrs_store::client::http_client(env.tls_roots).unwrap();
-    let sqs = cqrs_consumer::park::sqs_client(&env, http, lookup);
+    let sqs = crate::common::consumer_sqs(&moto);
     let url = sqs
         .create_queue()
         .queue_name("shop-search-dlq.fifo")
@@ -105,17 +95,7 @@ async fn a_poison_event_lands_in_the_fifo_dead_letter_queue_with_its_reason_grou
 #[tokio::test]
 async fn a_redriven_event_that_fails_again_is_parked_again_not_deduplicated_away() {
     let moto = moto::Throwaway::start("consumer-repark").expect("moto starts");
-    let endpoint = moto.instance.endpoint();
-    let lookup = |name: &str| match name {
-        "AWS_REGION" => Some("us-east-1".to_string()),
-        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("local".to_string()),
-        "CQRS_TLS_ROOTS" => Some("system".to_string()),
-        "AWS_ENDPOINT_URL_SQS" => Some(endpoint.clone()),
-        _ => None,
-    };
-    let env = cqrs_store::client::ClientEnv::from_lookup(lookup).unwrap();
-    let http = cqrs_store::client::http_client(env.tls_roots).unwrap();
-    let sqs = cqrs_consumer::park::sqs_client(&env, http, lookup);
+    let sqs = crate::common::consumer_sqs(&moto);
     let url = sqs
         .create_queue()
         .queue_name("shop-search-dlq.fifo")

@@ -21,21 +21,6 @@ use cqrs_store::{Store, Tables};
 
 use crate::common::{Answer, Recorder, batch, event, message, pairs, product};
 
-/// The SQS client as the consumer function builds it, on `moto`.
-fn consumer_sqs(moto: &moto::Throwaway) -> aws_sdk_sqs::Client {
-    let endpoint = moto.endpoint();
-    let lookup = |name: &str| match name {
-        "AWS_REGION" => Some("us-east-1".to_string()),
-        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("local".to_string()),
-        "CQRS_TLS_ROOTS" => Some("system".to_string()),
-        "AWS_ENDPOINT_URL_SQS" => Some(endpoint.clone()),
-        _ => None,
-    };
-    let env = cqrs_store::client::ClientEnv::from_lookup(lookup).unwrap();
-    let http = cqrs_store::client::http_client(env.tls_roots).unwrap();
-    cqrs_consumer::park::sqs_client(&env, http, lookup)
-}
-
 /// A FIFO queue `name` (no content-based deduplication, as the template makes them).
 async fn fifo(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
     sqs.create_queue()
@@ -159,7 +144,7 @@ fn string_attribute<'m>(m: &'m Message, name: &str) -> Option<&'m str> {
 #[tokio::test]
 async fn a_dead_letter_queue_is_redriven_oldest_first_and_the_runtime_handles_it_once() {
     let moto = moto::Throwaway::start("consumer-redrive").expect("moto starts");
-    let sqs = consumer_sqs(&moto);
+    let sqs = crate::common::consumer_sqs(&moto);
     let queue = fifo(&sqs, "shop-search.fifo").await;
     let dlq = fifo(&sqs, "shop-search-dlq.fifo").await;
 
@@ -299,7 +284,7 @@ async fn a_dead_letter_queue_is_redriven_oldest_first_and_the_runtime_handles_it
 #[tokio::test]
 async fn redriving_into_the_dead_letter_queue_itself_is_refused() {
     let moto = moto::Throwaway::start("consumer-redrive-same").expect("moto starts");
-    let sqs = consumer_sqs(&moto);
+    let sqs = crate::common::consumer_sqs(&moto);
     let dlq = fifo(&sqs, "shop-search-dlq.fifo").await;
     let err = redrive(&sqs, &dlq, &dlq, &RedriveOptions::default())
         .await
@@ -311,7 +296,7 @@ async fn redriving_into_the_dead_letter_queue_itself_is_refused() {
 #[tokio::test]
 async fn a_replay_sends_the_versions_since_t_in_version_order_and_a_second_one_handles_nothing() {
     let moto = moto::Throwaway::start("consumer-replay").expect("moto starts");
-    let sqs = consumer_sqs(&moto);
+    let sqs = crate::common::consumer_sqs(&moto);
     let queue = fifo(&sqs, "shop-search.fifo").await;
     let t = cqrs_testkit::fresh_tables().await;
     let store = Store::new(

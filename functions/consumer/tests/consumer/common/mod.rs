@@ -188,3 +188,18 @@ pub fn redriven(mut message: cqrs_consumer::sqs::SqsMessage) -> cqrs_consumer::s
     );
     message
 }
+
+/// The SQS client as the consumer function builds it, on `moto`.
+pub fn consumer_sqs(moto: &cqrs_local_stack::moto::Throwaway) -> aws_sdk_sqs::Client {
+    let endpoint = moto.endpoint();
+    let lookup = |name: &str| match name {
+        "AWS_REGION" => Some("us-east-1".to_string()),
+        "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("local".to_string()),
+        "CQRS_TLS_ROOTS" => Some("system".to_string()),
+        "AWS_ENDPOINT_URL_SQS" => Some(endpoint.clone()),
+        _ => None,
+    };
+    let env = cqrs_store::client::ClientEnv::from_lookup(lookup).unwrap();
+    let http = cqrs_store::client::http_client(env.tls_roots).unwrap();
+    cqrs_consumer::park::sqs_client(&env, http, lookup)
+}
