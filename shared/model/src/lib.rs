@@ -41,6 +41,7 @@ mod attribute;
 mod check;
 mod cloudformation;
 mod constraints;
+mod consumers;
 mod derive;
 mod lang;
 mod lint;
@@ -60,6 +61,7 @@ pub use constraints::{
     Condition, Limit, MAX_AT_MOST, MAX_CONSTRAINT_GUARDS, Reference, Scope, Unique, WriteOp,
     WriteRule, guard_budget,
 };
+pub use consumers::{ConsumerFunction, MAX_CONSUMERS};
 pub use derive::{DeriveError, DerivedKeys, ItemView};
 pub use lint::{
     Finding, LARGE_GUARD_AT_MOST, LintReport, MAX_KEY_PARTS, RULES, Severity, lint, lint_source,

@@ -466,6 +466,7 @@ pub struct Model {
     pub(crate) entities: Vec<Entity>,
     pub(crate) patterns: Vec<Pattern>,
     pub(crate) routes: Vec<crate::routes::RouteFunction>,
+    pub(crate) consumers: Vec<crate::consumers::ConsumerFunction>,
     pub(crate) revision: String,
 }
 
@@ -584,6 +585,27 @@ impl Model {
     /// ```
     pub fn routes(&self) -> &[crate::routes::RouteFunction] {
         &self.routes
+    }
+
+    /// The service's consumers of its change events (`[consumers.<function>]`), by name.
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::parse("[consumers.audit]").unwrap();
+    /// assert_eq!(model.consumers()[0].name, "audit");
+    /// ```
+    pub fn consumers(&self) -> &[crate::consumers::ConsumerFunction] {
+        &self.consumers
+    }
+
+    /// The consumer `name` (`[consumers.<name>]`).
+    ///
+    /// ```
+    /// let model = cqrs_model::Model::parse("[consumers.audit]").unwrap();
+    /// assert_eq!(model.consumer("audit").unwrap().max_receive, 5);
+    /// assert!(model.consumer("other").is_none());
+    /// ```
+    pub fn consumer(&self, name: &str) -> Option<&crate::consumers::ConsumerFunction> {
+        self.consumers.iter().find(|c| c.name == name)
     }
 
     /// The service's own route function `name` (`[routes.<name>]`).
@@ -1024,6 +1046,16 @@ fn build(mut raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
         });
     }
 
+    let consumers = {
+        let entity_names: Vec<&str> = entities.iter().map(|e| e.name.as_str()).collect();
+        let route_names: Vec<&str> = routes.iter().map(|r| r.name.as_str()).collect();
+        crate::consumers::build(
+            std::mem::take(&mut raw.consumers),
+            &entity_names,
+            &route_names,
+            errors,
+        )
+    };
     Model {
         strict: raw.model.strict,
         tenant_max: raw.model.tenant_max.unwrap_or(DEFAULT_TENANT_MAX),
@@ -1031,6 +1063,7 @@ fn build(mut raw: RawModel, text: &str, errors: &mut Vec<ModelError>) -> Model {
         entities,
         patterns,
         routes,
+        consumers,
         revision: format!("{:016x}", fnv1a_64(text.as_bytes())),
     }
 }

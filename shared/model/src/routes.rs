@@ -183,9 +183,14 @@ impl Operation {
     }
 }
 
-/// The framework's own functions: a route function may not take their names.
-pub const FRAMEWORK_FUNCTIONS: [&str; 4] =
-    ["command-handler", "query-handler", "data-sync", "sql-sync"];
+/// The framework's own functions: a route function or a consumer may not take their names.
+pub const FRAMEWORK_FUNCTIONS: [&str; 5] = [
+    "command-handler",
+    "query-handler",
+    "data-sync",
+    "sql-sync",
+    "event-publisher",
+];
 
 /// The first path segments the framework's routes use: a service's own route may not start with
 /// one of them.

@@ -20,6 +20,10 @@ pub(crate) struct RawModel {
     /// `[routes.<function>]`: the service's own routes ([`crate::routes`]).
     #[serde(default)]
     pub routes: BTreeMap<String, crate::routes::RawRouteFunction>,
+    /// `[consumers.<function>]`: the service's consumers of its change events
+    /// ([`crate::consumers`]).
+    #[serde(default)]
+    pub consumers: BTreeMap<String, crate::consumers::RawConsumer>,
 }
 
 /// `[model]`: settings of the whole model.
