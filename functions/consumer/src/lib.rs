@@ -72,6 +72,7 @@ pub mod redrive;
 pub mod replay;
 pub mod runtime;
 pub mod sqs;
+pub mod sync_target;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -84,6 +85,7 @@ use futures::future::{BoxFuture, FutureExt};
 
 pub use metrics::BatchCounts;
 pub use runtime::{Config, Runtime, run};
+pub use sync_target::FromSyncTarget;
 
 /// An error a consumer's handler may return, boxed.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -56,6 +56,7 @@ pub const CHANGE_LOG_TABLE_ENV: &str = "CHANGE_LOG_TABLE";
 /// ```no_run
 /// # async fn wire(store: cqrs_store::Store) {
 /// use cqrs_data_sync::{DataSync, change_log::ChangeLog};
+/// #[allow(deprecated)] // a target's way out: cqrs_consumer::FromSyncTarget
 /// let sync = DataSync::new(store.clone()).with_target(ChangeLog::new(store, "cqrs-change-log"));
 /// # }
 /// ```

@@ -121,9 +121,7 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 /// let env = cqrs_store::client::ClientEnv::from_env()?;
 /// let client = env.client(cqrs_store::client::http_client(env.tls_roots)?);
 /// let store = cqrs_store::Store::new(client, cqrs_store::Tables::from_env()?);
-/// let sync = cqrs_data_sync::DataSync::new(store.clone())
-///     .with_target(cqrs_data_sync::change_log::ChangeLog::new(store, "cqrs-change-log"))
-///     .with_concurrency(16);
+/// let sync = cqrs_data_sync::DataSync::new(store).with_concurrency(16);
 /// # Ok(()) }
 /// ```
 pub struct DataSync {
@@ -246,12 +244,21 @@ impl DataSync {
     /// Adds a sync target; targets run in the order they were added, after the data and history
     /// writes of each version.
     ///
+    /// **Deprecated**: a failing target holds back every item of its stream shard, the projection
+    /// included. Declare a consumer instead (`[consumers.<name>]` in `model.toml`) and run the
+    /// target as it is with `cqrs_consumer::FromSyncTarget`: it gets its own queue, dead-letter
+    /// queue, lag alarm and redrive. Targets added here keep running until the next major version.
+    ///
     /// ```no_run
     /// # fn wire(store: cqrs_store::Store) {
+    /// # #[allow(deprecated)]
     /// let sync = cqrs_data_sync::DataSync::new(store.clone())
     ///     .with_target(cqrs_data_sync::change_log::ChangeLog::new(store, "cqrs-change-log"));
     /// # }
     /// ```
+    #[deprecated(
+        note = "a failing target stalls its whole stream shard: declare a consumer ([consumers.<name>] in model.toml) and run the target with cqrs_consumer::FromSyncTarget"
+    )]
     pub fn with_target(mut self, target: impl SyncTarget + 'static) -> Self {
         self.targets.push(Arc::new(target));
         self
@@ -711,7 +718,7 @@ pub async fn run(
     let mut sync = DataSync::new(store.clone());
     if let Some(change_log) = change_log::ChangeLog::from_env(&store) {
         tracing::info!(table = change_log.table(), "change log enabled");
-        sync = sync.with_target(change_log);
+        sync.targets.push(Arc::new(change_log));
     }
     let sync = targets(&store, sync);
     init.log();

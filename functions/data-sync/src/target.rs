@@ -7,6 +7,12 @@
 //! writes, which are idempotent, are repeated along with every target. So targets see each version
 //! **at least once** and must be idempotent (key their writes by item id and version). Within one
 //! item, versions arrive in stream order; across items, concurrently.
+//!
+//! **On the way out.** A failing target holds back every item of its shard, the projection
+//! included. A service's own targets move to consumers of the change events (`[consumers.<name>]`
+//! in `model.toml`, `cqrs_consumer::FromSyncTarget` runs a target unchanged), each with its own
+//! queue, dead-letter queue, lag alarm and redrive; [`crate::DataSync::with_target`] is deprecated
+//! and goes in the next major version, after which data-sync projects and nothing else.
 
 use chrono::{DateTime, Utc};
 use cqrs_item::Item;
@@ -84,6 +90,7 @@ impl Change {
 /// }
 ///
 /// # async fn wire(store: cqrs_store::Store) {
+/// #[allow(deprecated)] // a target's way out: cqrs_consumer::FromSyncTarget
 /// let sync = cqrs_data_sync::DataSync::new(store).with_target(Deletions::default());
 /// # }
 /// ```

@@ -1,6 +1,8 @@
 //! The change log's key space: with `CHANGE_LOG_TABLE` set to the data table (which the README
 //! allows), its rows must never be read as an entity's items, and a deployed log's rows under the
 //! old `LOG#` prefix can be moved to the new key space. Against DynamoDB Local.
+// These tests pin what a sync target gets; `with_target` stays until the next major version.
+#![allow(deprecated)]
 
 mod common;
 
