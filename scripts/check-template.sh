@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the SAM template and builds its Lambda functions from it (the framework's three, sql-sync,
-# which deploys only when SqlReadModel is not none, and the service's own routes), offline:
+# which deploys only when SqlReadModel is not none, event-publisher and the service's consumers,
+# which deploy only when ChangeEvents is on, and the service's own routes), offline:
 #
 #   1. sam validate --lint   (the SAM transform's schema and cfn-lint, through the SAM CLI)
 #   2. cfn-lint              (CloudFormation rules, SAM transform included)
@@ -39,7 +40,7 @@ unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AW
 
 TEMPLATE=template.yaml
 BUILD_DIR=.aws-sam/build
-# Every function of the template: the framework's four and the service's own routes.
+# Every function of the template: the framework's five, the service's own routes and consumers.
 mapfile -t FUNCTIONS < <(python - "$TEMPLATE" <<'PY'
 import sys, yaml
 class Loader(yaml.SafeLoader):

@@ -13,7 +13,8 @@
 #    template's drift check, `sam validate --lint`, `sam build` of every function, its own route
 #    included, for arm64); with its tests/report.rs over HTTP while the quick start's stack runs:
 #    tasks of two tenants reach PostgreSQL, and the report answers each tenant's own, filtered,
-#    sorted and counted;
+#    sorted and counted; and its tests/events.rs: a task's change event leaves on the stack's topic
+#    (moto, `cqrs dev events`) and its consumer task-audit handles it;
 # 2. the lending library of tests/library over another one (its model with its own route declared,
 #    its rules in src/lib.rs, its typed entities in src/model.rs, its own route and data-sync
 #    binaries, its tests; its template.yaml and
@@ -49,6 +50,8 @@ if [[ -z ${CQRS:-} ]]; then
 fi
 bash scripts/tools.sh >/dev/null
 export CQRS CARGO_LAMBDA="$root/.venv/bin/cargo-lambda" SAM="$root/.venv/bin/sam"
+# The change feed's SNS and SQS (cqrs dev, for a service with an event-publisher): moto's server.
+export MOTO_SERVER="$root/.venv/bin/moto_server"
 export DYNAMODB_LOCAL_DIR="$root/.local/dynamodb-local"
 export CARGO_NET_OFFLINE=true
 unset CARGO_TARGET_DIR
@@ -115,18 +118,23 @@ generate "$starter"
     python3 "$root/scripts/follow-readme.py" --blocks 1-1 README.md "Quick start"
     echo "==> the starter: GET /tasks/report from PostgreSQL over HTTP (tests/report.rs)"
     SERVICE_URL="http://127.0.0.1:9000" cargo test --test report -- --ignored --nocapture
+    echo "==> the starter: a task's change event on the topic, and task-audit handling it (tests/events.rs)"
+    SERVICE_URL="http://127.0.0.1:9000" cargo test --test events -- --ignored --nocapture
     python3 "$root/scripts/follow-readme.py" --blocks 2- README.md "Quick start"
-    elapsed "the starter's quick start and its report test" "$start"
+    elapsed "the starter's quick start and its report and events tests" "$start"
     bootstraps "$starter"
 )
 
 # 2. The lending library over another generated service: the starter's example route replaced by
-#    its own (declared in its model.toml), its migrations written for its model.
+#    its own (declared in its model.toml), the starter's example consumer removed (the library
+#    declares none: its stack runs the change feed with no consumer), its migrations written for
+#    its model.
 generate "$service"
 cp tests/library/model.toml "$service/model.toml"
 cp tests/library/src/lib.rs tests/library/src/model.rs "$service/src/"
 cp tests/library/src/bin/member-loans.rs tests/library/src/bin/data-sync.rs "$service/src/bin/"
 rm "$service/src/bin/task-report.rs" "$service/tests/report.rs"
+rm "$service/src/bin/task-audit.rs" "$service/tests/events.rs"
 cp tests/library/tests/loans.rs tests/library/tests/http.rs "$service/tests/"
 rm -r "$service/migrations"
 "$CQRS" model sql --file "$service/model.toml" --migrations "$service/migrations"

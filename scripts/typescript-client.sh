@@ -8,7 +8,9 @@
 #                                                type errors with their @ts-expect-error comments removed
 #                                                must fail with exactly the announced codes and lines)
 #                                                and the lossless wiring's tests against a stand-in
-#                                                server on 127.0.0.1 (node --test). No stack needed.
+#                                                server on 127.0.0.1 (node --test); the realtime API's
+#                                                onSubscribe handler run under Node against its table of
+#                                                callers and linted as APPSYNC_JS. No stack needed.
 #   scripts/typescript-client.sh run BASE_URL    install and generate as needed, compile (tsc to
 #                                                clients/typescript/dist) and run the example against a
 #                                                running stack: create an order with a 20-digit
@@ -61,6 +63,8 @@ check)
     rm -rf "$client/dist"
     tsc -p tsconfig.json
     (cd "$client" && node --test dist/wiring.test.js)
+    step "Realtime: the onSubscribe handler of the AppSync Events namespaces under Node (its table of callers, linted as APPSYNC_JS)"
+    (cd "$client" && node --test test/realtime.test.mjs)
     ;;
 run)
     base_url=${2:-}

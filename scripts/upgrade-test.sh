@@ -72,6 +72,14 @@ for fixture in "${fixtures[@]}"; do
         python3 "$root/scripts/follow-readme.py" "$readme" "Upgrading the framework"
         echo "==> $commit upgraded: template.yaml and the local router are this release's"
         .local/cqrs/bin/cqrs template --check
+        # Every function the upgraded template deploys has its binary (the event publisher, added
+        # by the README's step for change events, among them): sam build would fail without it.
+        for binary in $(sed -n 's/^ *Binary: //p' template.yaml); do
+            [[ -f src/bin/$binary.rs ]] || {
+                echo "upgrade-test: $commit: template.yaml deploys $binary, src/bin/$binary.rs is missing" >&2
+                exit 1
+            }
+        done
         # The route its router served and its template lacked (the defect of then) now deploys.
         while read -r binary; do
             grep -q "Binary: $binary\$" template.yaml || {

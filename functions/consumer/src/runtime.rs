@@ -928,6 +928,23 @@ enum Incomplete {
     Malformed(String),
 }
 
+/// `lookup`, where `CONSUMER_DLQ_URL` and `CONSUMER_MAX_RECEIVE`, when absent, are read as
+/// `CONSUMER_DLQ_URL_<NAME>` and `CONSUMER_MAX_RECEIVE_<NAME>` (`NAME`: `consumer` upper-cased, `-`
+/// as `_`): a local stack runs every function under one environment (`cargo lambda watch`), so
+/// it names each consumer's variables.
+fn named_fallback<'a>(
+    consumer: &str,
+    lookup: &'a impl Fn(&str) -> Option<String>,
+) -> impl Fn(&str) -> Option<String> + 'a {
+    let suffix = consumer.to_ascii_uppercase().replace('-', "_");
+    move |name: &str| {
+        lookup(name).or_else(|| match name {
+            "CONSUMER_DLQ_URL" | "CONSUMER_MAX_RECEIVE" => lookup(&format!("{name}_{suffix}")),
+            _ => None,
+        })
+    }
+}
+
 /// Why a consumer function cannot start: its cold start fails with this message.
 ///
 /// ```
@@ -949,7 +966,9 @@ impl Runtime {
     /// The runtime of `consumer` as the function builds it at cold start: the model from
     /// `model_text`, the configuration ([`Config`]) and the clients (DynamoDB, SQS; region,
     /// credentials, endpoints, [`cqrs_store::client`]) through `lookup`. Builds only; nothing is
-    /// sent.
+    /// sent. Locally, where every function shares one environment, `CONSUMER_DLQ_URL_<NAME>` and
+    /// `CONSUMER_MAX_RECEIVE_<NAME>` stand in for the plain variables when they are absent
+    /// (`NAME`: the consumer's name upper-cased, `-` as `_`).
     ///
     /// ```
     /// use cqrs_consumer::{ConsumerError, Delivered, Runtime, from_fn};
@@ -978,7 +997,7 @@ impl Runtime {
     ) -> Result<Self, StartError> {
         use cqrs_store::client::{ClientEnv, http_client};
         let model = cqrs_model::Model::parse(model_text)?;
-        let config = Config::from_lookup(&lookup)?;
+        let config = Config::from_lookup(named_fallback(consumer.name(), &lookup))?;
         let env = ClientEnv::from_lookup(&lookup)?;
         let http = http_client(env.tls_roots)?;
         let dynamo = env.client(http.clone());
@@ -1055,4 +1074,75 @@ pub async fn run(
 fn is_redriven(message: &SqsMessage) -> bool {
     message.string_attribute(REDRIVEN_ATTRIBUTE).is_some()
         || message.string_attribute("cqrs-parked-at").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::from_fn;
+
+    fn consumer(name: &'static str) -> impl Consumer + 'static {
+        from_fn(name, |_d: Delivered| async { Ok::<(), ConsumerError>(()) })
+    }
+
+    /// The variables every consumer of a local stack shares (cargo lambda watch gives all functions
+    /// one environment), `extra` added.
+    fn shared(extra: &[(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        let mut vars = vec![
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", "local"),
+            ("AWS_SECRET_ACCESS_KEY", "local"),
+            ("IDEMPOTENCY_TABLE", "local-idempotency"),
+            ("HISTORY_TABLE", "local-history"),
+        ];
+        vars.extend_from_slice(extra);
+        move |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    const MODEL: &str = "[consumers.order-audit]\n[consumers.search]\n";
+
+    #[test]
+    fn a_local_stack_names_each_consumers_queue_and_attempts_by_its_name() {
+        let lookup = shared(&[
+            (
+                "CONSUMER_DLQ_URL_ORDER_AUDIT",
+                "http://127.0.0.1:5000/123456789012/local-order-audit-dlq.fifo",
+            ),
+            ("CONSUMER_MAX_RECEIVE_ORDER_AUDIT", "3"),
+            (
+                "CONSUMER_DLQ_URL_SEARCH",
+                "http://127.0.0.1:5000/123456789012/local-search-dlq.fifo",
+            ),
+        ]);
+        let audit = Runtime::from_lookup(MODEL, consumer("order-audit"), &lookup).unwrap();
+        assert_eq!(audit.max_receive(), 3);
+        let search = Runtime::from_lookup(MODEL, consumer("search"), &lookup).unwrap();
+        assert_eq!(search.max_receive(), DEFAULT_MAX_RECEIVE);
+        // Another consumer's variables are not this one's.
+        let err = Runtime::from_lookup(MODEL, consumer("other"), &lookup)
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "environment variable CONSUMER_DLQ_URL is missing or empty"
+        );
+    }
+
+    #[test]
+    fn the_plain_variables_win_over_the_named_ones() {
+        let lookup = shared(&[
+            (
+                "CONSUMER_DLQ_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/shop-search-dlq.fifo",
+            ),
+            ("CONSUMER_MAX_RECEIVE", "4"),
+            ("CONSUMER_MAX_RECEIVE_SEARCH", "zero"),
+        ]);
+        let search = Runtime::from_lookup(MODEL, consumer("search"), &lookup).unwrap();
+        assert_eq!(search.max_receive(), 4);
+    }
 }

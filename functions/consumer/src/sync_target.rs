@@ -308,11 +308,7 @@ mod tests {
             .version_event(&v1.clone().into_data_item(), None, Utc::now())
             .unwrap();
         let e2 = feed
-            .version_event(
-                &v2.into_data_item(),
-                Some(&v1.into_data_item()),
-                Utc::now(),
-            )
+            .version_event(&v2.into_data_item(), Some(&v1.into_data_item()), Utc::now())
             .unwrap();
         let target = Arc::new(Recorder::default());
         *target.failing.lock().unwrap() = true;

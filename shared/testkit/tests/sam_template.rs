@@ -38,6 +38,10 @@ const FUNCTIONS: [(&str, &str); 3] = [
 /// (`sam_transformed.rs`).
 const SQL_SYNC: (&str, &str) = ("SqlSyncFunction", "sql-sync");
 
+/// The change feed's publisher (deployed when `ChangeEvents` is on), and its binary; what it may do
+/// is checked on the transformed template (`tools/cli/tests/template.rs`).
+const EVENT_PUBLISHER: (&str, &str) = ("EventPublisherFunction", "event-publisher");
+
 /// Every route of the HTTP API: method, path, function.
 const ROUTES: [(&str, &str, &str); 10] = [
     ("POST", "/commands", COMMAND_FN),
@@ -415,9 +419,10 @@ fn check_functions(t: &Value) -> Problems {
     let own = own_functions();
     let all: Vec<(String, String)> = FUNCTIONS
         .iter()
-        .chain([&SQL_SYNC])
+        .chain([&SQL_SYNC, &EVENT_PUBLISHER])
         .map(|(id, binary)| ((*id).to_owned(), (*binary).to_owned()))
         .chain(own.iter().map(|f| (f.id.clone(), f.binary.clone())))
+        .chain(consumer_functions())
         .collect();
     let expected: BTreeSet<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
     if ids != expected {
@@ -562,6 +567,28 @@ fn own_functions() -> Vec<OwnFunction> {
                     .map(|op| (op.method.clone(), op.path.clone()))
                     .collect(),
             }
+        })
+        .collect()
+}
+
+/// The consumers the service's model declares (`[consumers.<name>]`): (function id, binary).
+fn consumer_functions() -> Vec<(String, String)> {
+    let Some(dir) = service_template()
+        .parent()
+        .map(std::path::Path::to_path_buf)
+    else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(dir.join("model.toml")) else {
+        return Vec::new();
+    };
+    let model = cqrs_model::Model::parse(&text).expect("model.toml checks");
+    model
+        .consumers()
+        .iter()
+        .map(|c| {
+            let base = cqrs_testkit::own_routes::pascal(&c.name);
+            (format!("{base}Function"), c.name.clone())
         })
         .collect()
 }

@@ -179,10 +179,12 @@ const STREAM_ACTIONS: [&str; 4] = [
     "dynamodb:ListStreams",
 ];
 
-/// The two stream readers: each function, the table whose stream it alone reads.
-const STREAM_READERS: [(&str, &str); 2] = [
+/// The stream readers: each function, the table whose stream it alone reads (the data table's:
+/// sql-sync and the change feed's publisher, its two readers).
+const STREAM_READERS: [(&str, &str); 3] = [
     ("DataSyncFunction", "CommandTable"),
     ("SqlSyncFunction", "DataTable"),
+    ("EventPublisherFunction", "DataTable"),
 ];
 
 /// The role a function of the template runs with (its `Role`), by id.
@@ -221,6 +223,8 @@ fn check_stream_reads(t: &Value) -> Problems {
     let mappings = of_type(t, "AWS::Lambda::EventSourceMapping");
     let mut pairs: Vec<(String, String)> = mappings
         .iter()
+        // The streams' (the consumers' read their SQS queues).
+        .filter(|(_, m)| canon(&m["Properties"]["EventSourceArn"]).ends_with(".StreamArn}"))
         .map(|(_, m)| {
             (
                 canon(&m["Properties"]["EventSourceArn"]),
@@ -299,15 +303,16 @@ fn check_stream_reader(role_id: &str, role: &Value, table: &str) -> Problems {
 fn check_no_local_caller_mode(t: &Value) -> Problems {
     let mut problems = Problems::new();
     let functions = of_type(t, "AWS::Lambda::Function");
-    // The framework's four, and one per route function of the model.
+    // The framework's five (event-publisher with the change feed), and one per route function
+    // and per consumer of the model.
     let own = std::fs::read_to_string(Path::new(ROOT).join("model.toml"))
         .ok()
         .and_then(|text| cqrs_model::Model::parse(&text).ok())
-        .map_or(0, |model| model.routes().len());
-    if functions.len() != 4 + own {
+        .map_or(0, |model| model.routes().len() + model.consumers().len());
+    if functions.len() != 5 + own {
         problems.push(format!(
             "expected the {} functions, got {:?}",
-            4 + own,
+            5 + own,
             functions.iter().map(|(id, _)| id).collect::<Vec<_>>()
         ));
     }

@@ -42,6 +42,10 @@ struct DevSettings {
     /// cargo-lambda on PATH).
     #[arg(long, env = "CARGO_LAMBDA", global = true)]
     cargo_lambda: Option<PathBuf>,
+    /// moto's server program, for the change feed of a service with src/bin/event-publisher.rs
+    /// (default: .venv/bin/moto_server).
+    #[arg(long, env = "MOTO_SERVER", global = true)]
+    moto_server: Option<PathBuf>,
     /// The function the command table's stream feeds.
     #[arg(long, default_value = "data-sync", global = true)]
     sync_function: String,
@@ -77,10 +81,32 @@ enum DevAction {
         /// Only the records of this item (its id, `PK#SK`).
         item: Option<String>,
     },
+    /// The change events as they leave (the stack's topic, through its local-only queue
+    /// PREFIX-dev-tap.fifo): one line per event (`time type subject v<version> id`), until Ctrl-C.
+    /// Events published since `up` and not shown yet come first.
+    Events {
+        /// Each event whole (its JSON, one line).
+        #[arg(long)]
+        json: bool,
+        /// Stop after N events (exit 1 if --timeout passes first).
+        #[arg(long)]
+        count: Option<usize>,
+        /// Stop after SECONDS.
+        #[arg(long)]
+        timeout: Option<f64>,
+    },
     /// The stream mapping alone (what `up` starts): TABLE's stream into FUNCTION at URL.
     #[command(hide = true)]
     StreamMapper {
         table: String,
+        url: String,
+        function: String,
+    },
+    /// A consumer's SQS mapping alone (what `up` starts): the queue at QUEUE_URL (on
+    /// AWS_ENDPOINT_URL_SQS) into FUNCTION at URL, with its settings of model.toml.
+    #[command(hide = true)]
+    SqsMapper {
+        queue_url: String,
         url: String,
         function: String,
     },
@@ -109,6 +135,9 @@ impl DevSettings {
         dev.sync_function = self.sync_function.clone();
         if let Some(program) = &self.cargo_lambda {
             dev.cargo_lambda = program.clone();
+        }
+        if let (Some(_), Some(program)) = (&dev.moto, &self.moto_server) {
+            dev.moto = Some(program.clone());
         }
         if let Ok(level) = std::env::var("RUST_LOG") {
             dev.rust_log = level;
@@ -201,6 +230,78 @@ pub async fn run(args: DevArgs) -> ExitCode {
                 Err(e) => crate::ops::fail("dev stream-mapper", e),
             }
         }
+        DevAction::SqsMapper {
+            queue_url,
+            url,
+            function,
+        } => {
+            init_tracing();
+            match cqrs_local_stack::events::sqs_mapper(&queue_url, &url, &function).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => crate::ops::fail("dev sqs-mapper", e),
+            }
+        }
+        DevAction::Events {
+            json,
+            count,
+            timeout,
+        } => events(&dev, json, count, timeout).await,
+    }
+}
+
+/// `cqrs dev events`: the tap queue named in the state folder's events.env, printed.
+async fn events(
+    dev: &dev::Dev,
+    json: bool,
+    count: Option<usize>,
+    timeout: Option<f64>,
+) -> ExitCode {
+    use cqrs_local_stack::events;
+    let timeout = match timeout.map(std::time::Duration::try_from_secs_f64) {
+        None => None,
+        Some(Ok(timeout)) => Some(timeout),
+        Some(Err(e)) => return crate::ops::fail("dev events", format!("--timeout: {e}")),
+    };
+    let env = match events::read_env(&dev.state) {
+        Ok(env) => env,
+        Err(e) => return crate::ops::fail("dev events", e),
+    };
+    let (Some(endpoint), Some(tap)) = (
+        env.get("AWS_ENDPOINT_URL_SQS"),
+        env.get("DEV_TAP_QUEUE_URL"),
+    ) else {
+        return crate::ops::fail(
+            "dev events",
+            format!(
+                "{}: no AWS_ENDPOINT_URL_SQS or DEV_TAP_QUEUE_URL",
+                events::EVENTS_ENV
+            ),
+        );
+    };
+    let sqs = cqrs_local_stack::moto::sqs_client(endpoint);
+    let options = events::TailOptions {
+        json,
+        count,
+        timeout,
+    };
+    let printed = events::tail(
+        &sqs,
+        tap,
+        &options,
+        cqrs_local_stack::stack::shutdown_signal(),
+        |line| println!("{line}"),
+    )
+    .await;
+    match printed {
+        Ok(n) if count.is_some_and(|wanted| n < wanted) => crate::ops::fail(
+            "dev events",
+            format!(
+                "{n} of {} event(s) before the timeout",
+                count.unwrap_or_default()
+            ),
+        ),
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => crate::ops::fail("dev events", e),
     }
 }
 
@@ -238,7 +339,10 @@ fn print_stack(dev: &dev::Dev, stack: &dev::Stack) {
     routes: POST/PATCH {api}/commands, GET {api}/items/{{pk}}[/{{sk}}[/versions[/{{v}}]]],
             GET {api}/query/{{pattern}}, and the service's own (Cargo.toml's watch router)
     callers: CALLER_MODE=local: send x-tenant-code, x-user-id (and x-roles) headers
-    logs: {state}/functions.log, {state}/stream-mapper.log (and sql-mapper.log with a sql-sync function)
+    logs: {state}/functions.log, {state}/stream-mapper.log (and sql-mapper.log with a sql-sync function;
+          events-mapper.log and sqs-mapper-<consumer>.log with the change feed)
+    change events as they leave (with the change feed): cqrs dev events [--json]; where the topic
+          and the queues are: {state}/events.env
     records that failed every retry: {state}/stream-failures.jsonl
     records data-sync parked: cqrs dev parked <tenant> [<item id>]
     invoke a function: cargo lambda invoke -A 127.0.0.1 -P {port} <function> --data-file events/...",

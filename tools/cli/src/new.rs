@@ -2,7 +2,8 @@
 //! framework crates from a path, a git repository or the registry, by `--framework`), a starter
 //! `model.toml`, `template.yaml` (the SAM template, whose data table holds the model's GSIs), its
 //! own code in `src/lib.rs` (an example command hook), its typed entities in `src/model.rs` (what
-//! `cqrs model rust` prints), the three functions' binaries, sample
+//! `cqrs model rust` prints), the functions' binaries (the change feed's publisher and a consumer
+//! among them), sample
 //! `events/`, a test of the model and its hooks, a Makefile and a README. Everything is rendered from the files under `src/new/` of this package,
 //! so the output is the same on every machine ([`render`], snapshot-tested).
 //!
@@ -39,15 +40,18 @@ const DATA_SYNC: &str = include_str!("new/service/src/bin/data-sync.rs");
 const QUERY_HANDLER: &str = include_str!("new/service/src/bin/query-handler.rs");
 const SQL_SYNC: &str = include_str!("new/service/src/bin/sql-sync.rs");
 const TASK_REPORT: &str = include_str!("new/service/src/bin/task-report.rs");
+const EVENT_PUBLISHER: &str = include_str!("new/service/src/bin/event-publisher.rs");
+const TASK_AUDIT: &str = include_str!("new/service/src/bin/task-audit.rs");
 const LIB: &str = include_str!("new/service/src/lib.rs.in");
 const MODEL_TEST: &str = include_str!("new/service/tests/model.rs");
 const REPORT_TEST: &str = include_str!("new/service/tests/report.rs");
+const EVENTS_TEST: &str = include_str!("new/service/tests/events.rs");
 const CREATE_EVENT: &str = include_str!("new/service/events/command-handler/create-task.json");
 const QUERY_EVENT: &str = include_str!("new/service/events/query-handler/tasks-of-owner.json");
 const TEMPLATE_OWN: &str = include_str!("new/service/template.own.yaml");
 
 /// The framework crates a service depends on, and where each lives in the framework's repository.
-pub(crate) const CRATES: [(&str, &str); 12] = [
+pub(crate) const CRATES: [(&str, &str); 14] = [
     ("cqrs-command-handler", "functions/command-handler"),
     ("cqrs-data-sync", "functions/data-sync"),
     ("cqrs-query-handler", "functions/query-handler"),
@@ -60,6 +64,8 @@ pub(crate) const CRATES: [(&str, &str); 12] = [
     ("cqrs-sql", "shared/sql"),
     ("cqrs-sql-sync", "functions/sql-sync"),
     ("cqrs-routes", "shared/routes"),
+    ("cqrs-event-publisher", "functions/event-publisher"),
+    ("cqrs-consumer", "functions/consumer"),
 ];
 
 /// Where the service takes the framework's crates from.
@@ -356,10 +362,13 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         ("src/bin/query-handler.rs", fill(QUERY_HANDLER)),
         ("src/bin/sql-sync.rs", fill(SQL_SYNC)),
         ("src/bin/task-report.rs", fill(TASK_REPORT)),
+        ("src/bin/event-publisher.rs", fill(EVENT_PUBLISHER)),
+        ("src/bin/task-audit.rs", fill(TASK_AUDIT)),
         ("migrations/V1__model.sql", first_migration),
         ("migrations/schema.json", schema_json),
         ("tests/model.rs", fill(MODEL_TEST)),
         ("tests/report.rs", REPORT_TEST.to_string()),
+        ("tests/events.rs", EVENTS_TEST.to_string()),
         (
             "events/command-handler/create-task.json",
             CREATE_EVENT.to_string(),

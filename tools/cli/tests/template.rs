@@ -2,12 +2,18 @@
 //! own part; the cargo lambda watch router) and exits 1 naming it and the fix, or exits 0 when
 //! clean, writing nothing either way; a service written before routes were declared is refused
 //! with the declarations to add, and upgraded by adding them; the own routes deploy behind the
-//! JWT authorizer with least-privilege roles (checked on SAM's transform of the template).
+//! JWT authorizer with least-privilege roles (checked on SAM's transform of the template); the change
+//! feed deploys least-privileged too: event-publisher's role holds exactly what it uses, a consumer's
+//! reaches its own queues and markers (`CONSUMER#<name>#*`) only, the data table's stream has exactly
+//! two readers (sql-sync's and the publisher's), and `ChangeEvents=off` removes every resource of the
+//! feed. Each of these checks runs on a mutated template too and must notice.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cqrs_testkit::iam::{canon, list};
 use cqrs_testkit::own_routes::{self, OwnRoute};
+use serde_json::{Value, json};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -283,8 +289,8 @@ fn own_routes_deploy_behind_the_authorizer_with_least_privilege() {
     let text = read(&path);
     let mutations = [
         (
-            "                  - dynamodb:BatchGetItem\n",
-            "                  - dynamodb:BatchGetItem\n                  - dynamodb:PutItem\n",
+            "                  - dynamodb:BatchGetItem\n                Resource: !GetAtt DataTable.Arn\n",
+            "                  - dynamodb:BatchGetItem\n                  - dynamodb:PutItem\n                Resource: !GetAtt DataTable.Arn\n",
             "dynamodb:PutItem",
         ),
         (
@@ -324,5 +330,590 @@ fn own_routes_deploy_behind_the_authorizer_with_least_privilege() {
         problems.iter().any(|p| p.contains("AbsentFunction")),
         "{problems:#?}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The change feed (ChangeEvents): the publisher, the consumers, on SAM's transform.
+
+/// A consumer beside the example's `order-audit`: reads the data table, takes every entity.
+const OWN_CONSUMER: &str = r#"
+[consumers.shelf-watch]
+reads = ["data"]
+batch_size = 5
+max_receive = 3
+"#;
+
+/// The example service's model with [`OWN_CONSUMER`], rendered by `cqrs template` (prefix shop)
+/// in a scratch folder: the folder and the template's path.
+fn feed_template(name: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
+    let example = read(&Path::new(ROOT).join("model.toml"));
+    assert!(
+        example.contains("[consumers.order-audit]"),
+        "the example's consumer"
+    );
+    std::fs::write(dir.join("model.toml"), format!("{example}\n{OWN_CONSUMER}")).unwrap();
+    let (code, out, err) = template(&dir, &["--prefix", "shop"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let path = dir.join("template.yaml");
+    (dir, path)
+}
+
+/// The template at `path` with `from` replaced by `to` once (it must be there), transformed.
+fn transform_mutated(python: &Path, path: &Path, from: &str, to: &str) -> Value {
+    let text = read(path);
+    assert!(text.contains(from), "{from:?} not in the template");
+    let mutated = path.with_file_name("mutated.yaml");
+    std::fs::write(&mutated, text.replacen(from, to, 1)).unwrap();
+    transform(python, &mutated)
+}
+
+/// Every (action, resource, condition) an inline policy of `role` allows, canonical; and its
+/// managed policies.
+fn role_grants(role: &Value) -> (Vec<(String, String, String)>, Vec<String>) {
+    let mut grants = Vec::new();
+    for policy in list(&role["Properties"]["Policies"]) {
+        for statement in list(&policy["PolicyDocument"]["Statement"]) {
+            if statement["Effect"] != "Allow" {
+                continue;
+            }
+            for action in list(&statement["Action"]) {
+                for resource in list(&statement["Resource"]) {
+                    grants.push((
+                        canon(&action),
+                        canon(&resource),
+                        if statement["Condition"].is_null() {
+                            String::new()
+                        } else {
+                            statement["Condition"].to_string()
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    let managed = list(&role["Properties"]["ManagedPolicyArns"])
+        .iter()
+        .map(canon)
+        .collect();
+    (grants, managed)
+}
+
+/// A grant as problems name it: `action on resource`, and its condition when it has one.
+fn shown((action, resource, condition): &(String, String, String)) -> String {
+    if condition.is_empty() {
+        format!("{action} on {resource}")
+    } else {
+        format!("{action} on {resource} when {condition}")
+    }
+}
+
+/// Problems of `role_id`'s grants against exactly `expected` ((actions, resource, condition)).
+fn exact_grants(t: &Value, role_id: &str, expected: &[(&[&str], &str, &str)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let role = &t["Resources"][role_id];
+    if role["Type"] != "AWS::IAM::Role" {
+        return vec![format!("{role_id}: no such role")];
+    }
+    let (grants, managed) = role_grants(role);
+    if !managed.is_empty() {
+        problems.push(format!(
+            "{role_id}: managed policies {managed:?} (inline grants only)"
+        ));
+    }
+    let want: Vec<(String, String, String)> = expected
+        .iter()
+        .flat_map(|(actions, resource, condition)| {
+            actions
+                .iter()
+                .map(|a| (a.to_string(), resource.to_string(), condition.to_string()))
+        })
+        .collect();
+    for grant in &grants {
+        if !want.contains(grant) {
+            problems.push(format!("{role_id}: {} is not needed", shown(grant)));
+        }
+        if grant.1 == "*" && !grant.0.starts_with("xray:") {
+            problems.push(format!("{role_id}: {} on every resource", grant.0));
+        }
+    }
+    for grant in &want {
+        if !grants.contains(grant) {
+            problems.push(format!("{role_id}: {} is missing", shown(grant)));
+        }
+    }
+    problems
+}
+
+/// The role a function of the transformed template runs with.
+fn role_of(t: &Value, function: &str) -> String {
+    canon(&t["Resources"][function]["Properties"]["Role"])
+        .trim_start_matches("${")
+        .trim_end_matches(".Arn}")
+        .to_string()
+}
+
+/// event-publisher: its own role with exactly what it uses, its mapping as design 2.2 says.
+fn publisher_problems(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    if role_of(t, "EventPublisherFunction") != "EventPublisherRole" {
+        problems.push(format!(
+            "EventPublisherFunction runs with {}",
+            role_of(t, "EventPublisherFunction")
+        ));
+    }
+    problems.extend(exact_grants(
+        t,
+        "EventPublisherRole",
+        &[
+            (
+                &[
+                    "dynamodb:DescribeStream",
+                    "dynamodb:GetRecords",
+                    "dynamodb:GetShardIterator",
+                ],
+                "${DataTable.StreamArn}",
+                "",
+            ),
+            (&["dynamodb:ListStreams"], "${DataTable.Arn}/stream/*", ""),
+            (
+                &[
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:GetItem",
+                    "dynamodb:Query",
+                ],
+                "${HistoryTable.Arn}",
+                "",
+            ),
+            (&["dynamodb:PutItem"], "${ParkedTable.Arn}", ""),
+            (&["sns:Publish"], "${EventsTopic}", ""),
+            (
+                &["sqs:SendMessage"],
+                "${EventPublisherFailureQueue.Arn}",
+                "",
+            ),
+            (
+                &["logs:CreateLogStream", "logs:PutLogEvents"],
+                "${EventPublisherLogs.Arn}",
+                "",
+            ),
+            (
+                &["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+                "*",
+                "",
+            ),
+        ],
+    ));
+    let mapping = t["Resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, r)| canon(&r["Properties"]["FunctionName"]) == "${EventPublisherFunction}");
+    match mapping {
+        None => problems.push("no mapping into EventPublisherFunction".into()),
+        Some((id, m)) => {
+            let p = &m["Properties"];
+            for (key, want) in [
+                ("EventSourceArn", json!("${DataTable.StreamArn}")),
+                ("BisectBatchOnFunctionError", json!(true)),
+                ("MaximumRetryAttempts", json!(-1)),
+                ("MaximumRecordAgeInSeconds", json!(21600)),
+                ("ParallelizationFactor", json!(1)),
+                ("FunctionResponseTypes", json!(["ReportBatchItemFailures"])),
+                (
+                    "DestinationConfig",
+                    json!("${EventPublisherFailureQueue.Arn}"),
+                ),
+            ] {
+                let got = match key {
+                    "EventSourceArn" => json!(canon(&p[key])),
+                    "DestinationConfig" => {
+                        json!(canon(&p[key]["OnFailure"]["Destination"]))
+                    }
+                    _ => p[key].clone(),
+                };
+                if got != want {
+                    problems.push(format!("{id}.{key}: {got}, expected {want}"));
+                }
+            }
+        }
+    }
+    let env = &t["Resources"]["EventPublisherFunction"]["Properties"]["Environment"]["Variables"];
+    for (name, want) in [
+        ("EVENTS_TOPIC_ARN", "${EventsTopic}"),
+        ("PARKED_TABLE", "${ParkedTable}"),
+        ("HISTORY_TABLE", "${HistoryTable}"),
+        ("CQRS_EVENT_SOURCE", "${AWS::StackName}"),
+    ] {
+        if canon(&env[name]) != want {
+            problems.push(format!("EventPublisherFunction: {name} is {}", env[name]));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_event_publisher_holds_exactly_what_it_uses() {
+    let Some(python) = python() else { return };
+    let (dir, path) = feed_template("publisher");
+    let t = transform(&python, &path);
+    let problems = publisher_problems(&t);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // Each check notices: a wider topic grant, a write to the history table, a lost bisection.
+    for (from, to, needle) in [
+        (
+            "                  - sns:Publish\n",
+            "                  - sns:Publish\n                  - sns:Subscribe\n",
+            "sns:Subscribe on ${EventsTopic} is not needed",
+        ),
+        (
+            "                  - dynamodb:BatchGetItem\n                  - dynamodb:GetItem\n                  - dynamodb:Query\n                Resource: !GetAtt HistoryTable.Arn\n              # A record",
+            "                  - dynamodb:BatchGetItem\n                  - dynamodb:GetItem\n                  - dynamodb:Query\n                  - dynamodb:PutItem\n                Resource: !GetAtt HistoryTable.Arn\n              # A record",
+            "dynamodb:PutItem on ${HistoryTable.Arn}",
+        ),
+        (
+            "                Resource: !Ref EventsTopic\n",
+            "                Resource: '*'\n",
+            "sns:Publish on every resource",
+        ),
+        (
+            "            MaximumRetryAttempts: -1\n            MaximumRecordAgeInSeconds: 21600\n            DestinationConfig:\n              OnFailure:\n                Type: SQS\n                Destination: !GetAtt EventPublisherFailureQueue.Arn\n",
+            "            MaximumRetryAttempts: 3\n            MaximumRecordAgeInSeconds: 21600\n            DestinationConfig:\n              OnFailure:\n                Type: SQS\n                Destination: !GetAtt EventPublisherFailureQueue.Arn\n",
+            "MaximumRetryAttempts: 3",
+        ),
+    ] {
+        let problems = publisher_problems(&transform_mutated(&python, &path, from, to));
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "{needle:?} not in {problems:#?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A consumer's role: its queue, its dead-letter queue, its own markers (LeadingKeys
+/// `CONSUMER#<name>#*`), the history table, its log group, X-Ray, and what its `reads` grant;
+/// its queues take messages from the events topic alone.
+fn consumer_problems(t: &Value, pascal: &str, name: &str, reads_data: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    let function = format!("{pascal}Function");
+    let role = format!("{pascal}Role");
+    if role_of(t, &function) != role {
+        problems.push(format!("{function} runs with {}", role_of(t, &function)));
+    }
+    let queue = format!("${{{pascal}Queue.Arn}}");
+    let dlq = format!("${{{pascal}DeadLetterQueue.Arn}}");
+    let logs = format!("${{{pascal}Logs.Arn}}");
+    let markers = json!({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [format!("CONSUMER#{name}#*")]}})
+        .to_string();
+    let mut expected: Vec<(&[&str], &str, &str)> = vec![
+        (
+            &[
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
+                "sqs:GetQueueAttributes",
+            ],
+            &queue,
+            "",
+        ),
+        (&["sqs:SendMessage"], &dlq, ""),
+        (
+            &[
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+            ],
+            "${IdempotencyTable.Arn}",
+            &markers,
+        ),
+        (
+            &[
+                "dynamodb:BatchGetItem",
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+            ],
+            "${HistoryTable.Arn}",
+            "",
+        ),
+        (&["logs:CreateLogStream", "logs:PutLogEvents"], &logs, ""),
+        (
+            &["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+            "*",
+            "",
+        ),
+    ];
+    if reads_data {
+        expected.push((
+            &[
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:BatchGetItem",
+            ],
+            "${DataTable.Arn}",
+            "",
+        ));
+        expected.push((&["dynamodb:Query"], "${DataTable.Arn}/index/*", ""));
+    }
+    problems.extend(exact_grants(t, &role, &expected));
+    // Its queues: the events topic alone may send.
+    let policy = &t["Resources"][format!("{pascal}QueuePolicy")]["Properties"];
+    let statements = list(&policy["PolicyDocument"]["Statement"]);
+    for s in &statements {
+        let principal = &s["Principal"];
+        let source = canon(&s["Condition"]["ArnEquals"]["aws:SourceArn"]);
+        if principal != &json!({"Service": "sns.amazonaws.com"})
+            || canon(&s["Action"]) != "sqs:SendMessage"
+            || source != "${EventsTopic}"
+        {
+            problems.push(format!("{pascal}QueuePolicy: {s}"));
+        }
+    }
+    if statements.is_empty() {
+        problems.push(format!("{pascal}QueuePolicy: no statement"));
+    }
+    problems
+}
+
+#[test]
+fn a_consumer_reaches_its_own_queues_markers_and_reads_only() {
+    let Some(python) = python() else { return };
+    let (dir, path) = feed_template("consumer");
+    let t = transform(&python, &path);
+    let mut problems = consumer_problems(&t, "OrderAudit", "order-audit", false);
+    problems.extend(consumer_problems(&t, "ShelfWatch", "shelf-watch", true));
+    assert!(problems.is_empty(), "{problems:#?}");
+    // The subscription, the queue and the mapping, as declared.
+    let r = &t["Resources"];
+    let subscription = &r["OrderAuditSubscription"]["Properties"];
+    assert_eq!(subscription["FilterPolicy"], json!({"entity": ["order"]}));
+    assert_eq!(subscription["RawMessageDelivery"], json!(true));
+    assert!(r["ShelfWatchSubscription"]["Properties"]["FilterPolicy"].is_null());
+    assert_eq!(
+        r["ShelfWatchQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"],
+        json!(5)
+    );
+    let variables = &r["ShelfWatchFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(variables["CONSUMER_MAX_RECEIVE"], json!("3"));
+    assert_eq!(
+        canon(&variables["CONSUMER_DLQ_URL"]),
+        "${ShelfWatchDeadLetterQueue}"
+    );
+    // Each check notices: another consumer's markers, every queue, a send from anyone.
+    for (from, to, needle) in [
+        (
+            "                      - 'CONSUMER#order-audit#*'\n",
+            "                      - 'CONSUMER#*'\n",
+            "CONSUMER#*\"",
+        ),
+        (
+            "                Resource: !GetAtt OrderAuditQueue.Arn\n",
+            "                Resource: '*'\n",
+            "sqs:ReceiveMessage on every resource",
+        ),
+        (
+            "                aws:SourceArn: !Ref EventsTopic\n",
+            "                aws:SourceArn: !Sub 'arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:*'\n",
+            "OrderAuditQueuePolicy",
+        ),
+    ] {
+        let problems = consumer_problems(
+            &transform_mutated(&python, &path, from, to),
+            "OrderAudit",
+            "order-audit",
+            false,
+        );
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "{needle:?} not in {problems:#?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The functions whose event source mappings read the data table's stream.
+fn data_stream_readers(t: &Value) -> Vec<String> {
+    let mut readers: Vec<String> = t["Resources"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|r| {
+            r["Type"] == "AWS::Lambda::EventSourceMapping"
+                && canon(&r["Properties"]["EventSourceArn"]) == "${DataTable.StreamArn}"
+        })
+        .map(|r| canon(&r["Properties"]["FunctionName"]))
+        .collect();
+    readers.sort();
+    readers
+}
+
+#[test]
+fn the_data_table_stream_has_exactly_two_readers() {
+    let Some(python) = python() else { return };
+    let (dir, path) = feed_template("readers");
+    let mut t = transform(&python, &path);
+    assert_eq!(
+        data_stream_readers(&t),
+        ["${EventPublisherFunction}", "${SqlSyncFunction}"],
+        "a shard of a DynamoDB stream serves at most two readers"
+    );
+    // The consumers read their queues, never the stream.
+    let consumers: Vec<String> = t["Resources"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|r| {
+            r["Type"] == "AWS::Lambda::EventSourceMapping"
+                && canon(&r["Properties"]["FunctionName"]) == "${OrderAuditFunction}"
+        })
+        .map(|r| canon(&r["Properties"]["EventSourceArn"]))
+        .collect();
+    assert_eq!(consumers, ["${OrderAuditQueue.Arn}"]);
+    // A third reader is seen.
+    let resources = t["Resources"].as_object_mut().unwrap();
+    let (_, publisher) = resources
+        .iter()
+        .find(|(_, r)| canon(&r["Properties"]["FunctionName"]) == "${EventPublisherFunction}")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
+    let mut third = publisher;
+    third["Properties"]["FunctionName"] = json!({"Ref": "OrderAuditFunction"});
+    resources.insert("ThirdReader".into(), third);
+    assert_eq!(data_stream_readers(&t).len(), 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The resources and outputs that ChangeEvents=off must remove: the topic, the publisher's, every
+/// consumer's, and whatever refers to one of them; each problem names one deployed without the
+/// condition.
+fn events_off_problems(t: &Value, consumers: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    if t["Parameters"]["ChangeEvents"]["Default"] != "on"
+        || t["Parameters"]["ChangeEvents"]["AllowedValues"] != json!(["on", "off"])
+    {
+        problems.push(format!(
+            "Parameters.ChangeEvents: {}",
+            t["Parameters"]["ChangeEvents"]
+        ));
+    }
+    if t["Conditions"]["ChangeEventsOn"] != json!({"Fn::Equals": [{"Ref": "ChangeEvents"}, "on"]}) {
+        problems.push(format!(
+            "Conditions.ChangeEventsOn: {}",
+            t["Conditions"]["ChangeEventsOn"]
+        ));
+    }
+    let resources = t["Resources"].as_object().unwrap();
+    let mut prefixes = vec!["EventsTopic".to_string(), "EventPublisher".to_string()];
+    prefixes.extend(consumers.iter().map(|c| c.to_string()));
+    // The events resources by name, then what refers to one of them, to a fixed point.
+    let mut events: std::collections::BTreeSet<String> = resources
+        .keys()
+        .filter(|id| prefixes.iter().any(|p| id.starts_with(p.as_str())))
+        .cloned()
+        .collect();
+    let refers = |value: &Value, ids: &std::collections::BTreeSet<String>| {
+        let text = value.to_string();
+        ids.iter().any(|id| {
+            text.contains(&format!("\"Ref\":\"{id}\""))
+                || text.contains(&format!("[\"{id}\","))
+                || text.contains(&format!("${{{id}}}"))
+                || text.contains(&format!("${{{id}."))
+        })
+    };
+    loop {
+        let more: Vec<String> = resources
+            .iter()
+            .filter(|(id, r)| !events.contains(*id) && refers(r, &events))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        events.extend(more);
+    }
+    let needed = [
+        "EventsTopic",
+        "EventPublisherFunction",
+        "EventPublisherRole",
+    ];
+    for id in needed {
+        if !events.contains(id) {
+            problems.push(format!("{id}: missing"));
+        }
+    }
+    for consumer in consumers {
+        for suffix in [
+            "Function",
+            "Role",
+            "Queue",
+            "DeadLetterQueue",
+            "Subscription",
+        ] {
+            if !events.contains(&format!("{consumer}{suffix}")) {
+                problems.push(format!("{consumer}{suffix}: missing"));
+            }
+        }
+    }
+    for id in &events {
+        if resources[id]["Condition"] != "ChangeEventsOn" {
+            problems.push(format!("{id}: deployed with ChangeEvents off"));
+        }
+    }
+    for (id, output) in t["Outputs"].as_object().unwrap() {
+        if refers(&output["Value"], &events) && output["Condition"] != "ChangeEventsOn" {
+            problems.push(format!("Outputs.{id}: deployed with ChangeEvents off"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn change_events_off_removes_the_topic_the_publisher_and_every_consumer() {
+    let Some(python) = python() else { return };
+    let (dir, path) = feed_template("off");
+    let t = transform(&python, &path);
+    let consumers = ["OrderAudit", "ShelfWatch"];
+    let problems = events_off_problems(&t, &consumers);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // SAM's generated resources (the mappings) carry the condition too: counted among them.
+    let mappings = t["Resources"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|r| {
+            r["Type"] == "AWS::Lambda::EventSourceMapping" && r["Condition"] == "ChangeEventsOn"
+        })
+        .count();
+    assert_eq!(
+        mappings, 3,
+        "the publisher's and the two consumers' mappings"
+    );
+    // Each check notices: an alarm, a dead-letter queue, the output left deployed.
+    for (from, to, needle) in [
+        (
+            "  ShelfWatchDeadLetterAlarm:\n    Type: AWS::CloudWatch::Alarm\n    Condition: ChangeEventsOn\n",
+            "  ShelfWatchDeadLetterAlarm:\n    Type: AWS::CloudWatch::Alarm\n",
+            "ShelfWatchDeadLetterAlarm: deployed with ChangeEvents off",
+        ),
+        (
+            "  EventPublisherFailureQueue:\n    Type: AWS::SQS::Queue\n    Condition: ChangeEventsOn\n",
+            "  EventPublisherFailureQueue:\n    Type: AWS::SQS::Queue\n",
+            "EventPublisherFailureQueue: deployed with ChangeEvents off",
+        ),
+        (
+            "  EventsTopicArn:\n    Condition: ChangeEventsOn\n",
+            "  EventsTopicArn:\n",
+            "Outputs.EventsTopicArn",
+        ),
+    ] {
+        let problems =
+            events_off_problems(&transform_mutated(&python, &path, from, to), &consumers);
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "{needle:?} not in {problems:#?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,7 +2,12 @@
 //! service's `template.yaml`, its functions under `cargo lambda watch` behind one base URL on
 //! 127.0.0.1, and the stream mapping that feeds the command table's stream to data-sync. When the
 //! service has a `sql-sync` binary (the relational read model), also a PostgreSQL of its own and a
-//! second mapping: the data table's stream into sql-sync.
+//! second mapping: the data table's stream into sql-sync. When it has an `event-publisher` binary
+//! (the change feed), also moto's server (SNS and SQS) with the feed's topic and each consumer's
+//! queues ([`crate::events`]), a third mapping (the data table's stream into the publisher: DynamoDB
+//! Local's streams have no reader limit) and one SQS mapping per consumer of `model.toml`, each a
+//! process of its own, as Lambda runs one event source mapping per function: a consumer whose
+//! mapping fails or is slow holds no other, and each has its own log (`sqs-mapper-<name>.log`).
 //!
 //! Every process it starts is recorded in the state folder (`<name>.pid`, `<name>.log`), in its own
 //! process group, so that [`down`] (another process, later) stops them all, and a failed [`Dev::up`]
@@ -31,6 +36,14 @@ use crate::dynamodb_local::{self, Install, answers_http, is_live, port_busy, sto
 const FUNCTIONS_MARKER: &str = "watch";
 /// What the command line of the stream mapper's process holds.
 const MAPPER_MARKER: &str = "stream-mapper";
+/// What the command line of a consumer's SQS mapping process holds.
+const SQS_MAPPER_MARKER: &str = "sqs-mapper";
+/// The stream mappers' process names (pid and log files), in the order they start.
+const STREAM_MAPPERS: [&str; 3] = ["stream-mapper", "sql-mapper", "events-mapper"];
+/// The prefix of a consumer's SQS mapping process name (`sqs-mapper-<consumer>`).
+const SQS_MAPPER_PREFIX: &str = "sqs-mapper-";
+/// The change feed's publisher: its binary and function, fed by the data table's stream.
+const PUBLISHER: &str = "event-publisher";
 
 /// Why the local stack did not come up, or could not be stopped.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +93,15 @@ pub struct Dev {
     pub sql_function: Option<String>,
     /// PostgreSQL's port (default: a free one).
     pub postgres_port: Option<u16>,
+    /// moto's server program, when the stack runs the change feed (default:
+    /// `<root>/.venv/bin/moto_server` when the service has `src/bin/event-publisher.rs`, else
+    /// none): with it, moto runs, the data table's stream feeds `event-publisher`, and each
+    /// consumer of `model.toml` gets its queues and its SQS mapping.
+    pub moto: Option<PathBuf>,
+    /// A consumer's SQS mapping command; the queue's URL, the API's base URL and the consumer's
+    /// function are appended (`cqrs dev sqs-mapper`; default: [`Dev::mapper`] with its last word
+    /// `sqs-mapper`).
+    pub sqs_mapper: Vec<OsString>,
 }
 
 /// A stack that is up.
@@ -105,6 +127,10 @@ impl Dev {
     /// ```
     pub fn new(root: PathBuf, mapper: Vec<OsString>) -> Self {
         let venv = root.join(".venv/bin/cargo-lambda");
+        let mut sqs_mapper = mapper.clone();
+        if let Some(last) = sqs_mapper.last_mut() {
+            *last = SQS_MAPPER_MARKER.into();
+        }
         Dev {
             state: root.join(".local/dev"),
             install: Install::new(root.join(".local/dynamodb-local")),
@@ -125,6 +151,11 @@ impl Dev {
                 .is_file()
                 .then(|| "sql-sync".to_string()),
             postgres_port: None,
+            moto: root
+                .join("src/bin/event-publisher.rs")
+                .is_file()
+                .then(|| crate::moto::server_program(&root.join(".venv"))),
+            sqs_mapper,
             root,
         }
     }
@@ -132,6 +163,25 @@ impl Dev {
     /// The template's path.
     fn template(&self) -> PathBuf {
         self.root.join("template.yaml")
+    }
+
+    /// The consumers `model.toml` declares, each with its binary.
+    fn consumers(&self) -> Result<Vec<cqrs_model::ConsumerFunction>, DevError> {
+        let path = self.root.join("model.toml");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| DevError::Step(format!("{}: {e}", path.display())))?;
+        let model = cqrs_model::Model::parse(&text)
+            .map_err(|e| DevError::Step(format!("{}: {e}", path.display())))?;
+        for consumer in model.consumers() {
+            let binary = format!("src/bin/{}.rs", consumer.name);
+            if !self.root.join(&binary).is_file() {
+                return Err(DevError::Step(format!(
+                    "model.toml declares [consumers.{}], but {binary} is missing (its function: cqrs_consumer::run)",
+                    consumer.name
+                )));
+            }
+        }
+        Ok(model.consumers().to_vec())
     }
 
     /// Brings the stack up and returns once the API answers; everything keeps running in the
@@ -188,6 +238,24 @@ impl Dev {
             lines.push(format!("PostgreSQL       {}", postgres.url()));
             env.push(("SQL_URL".into(), postgres.url()));
         }
+        let feed = match &self.moto {
+            Some(program) => {
+                let consumers = self.consumers()?;
+                let moto = crate::moto::start(program, &self.state, None)?;
+                let endpoint = moto.endpoint();
+                lines.push(format!("moto (SNS, SQS)  {endpoint}"));
+                let feed = crate::events::Feed::create(&endpoint, &self.prefix, &consumers)
+                    .await
+                    .map_err(DevError::Step)?;
+                lines.extend(feed.lines());
+                env.extend(feed.functions_env());
+                let path = self.state.join(crate::events::EVENTS_ENV);
+                std::fs::write(&path, feed.env_file())
+                    .map_err(|e| DevError::Step(format!("{}: {e}", path.display())))?;
+                Some(feed)
+            }
+            None => None,
+        };
         let env_file = self.state.join("functions.env");
         let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         std::fs::write(&env_file, text)
@@ -220,68 +288,90 @@ impl Dev {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
 
-        let command_table = tables
-            .get(cqrs_testkit::template::COMMAND_TABLE)
-            .ok_or_else(|| DevError::Step("template.yaml has no CommandTable".into()))?;
         let (program, args) = self
             .mapper
             .split_first()
             .ok_or_else(|| DevError::Step("no stream mapper command".into()))?;
-        let mut mapper = Command::new(program);
-        mapper
-            .args(args)
-            .arg(command_table)
-            .arg(&api)
-            .arg(&self.sync_function)
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("CQRS_TEMPLATE", self.template())
-            .env(
-                "STREAM_FAILURES_FILE",
-                self.state.join("stream-failures.jsonl"),
-            )
-            .current_dir(&self.root);
-        let mut mapper = spawn(&self.state, "stream-mapper", &mut mapper)?;
-        let pid = mapper.id();
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if !matches!(mapper.try_wait(), Ok(None)) {
-            return Err(DevError::Step(format!(
-                "the stream mapper stopped:\n{}",
-                tail(&self.state.join("stream-mapper.log"), 30)
-            )));
-        }
-        lines.push(format!(
-            "stream mapping   {command_table} stream -> {} (pid {pid})",
-            self.sync_function
-        ));
+        // Each mapping a process of its own; all are checked once, a second after they started.
+        let mut started: Vec<(String, Child, String)> = Vec::new();
+        let mut stream_mapping =
+            |name: &str, table: &str, function: &str, failures: &str| -> Result<(), DevError> {
+                let mut command = Command::new(program);
+                command
+                    .args(args)
+                    .arg(table)
+                    .arg(&api)
+                    .arg(function)
+                    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .env("CQRS_TEMPLATE", self.template())
+                    .env("STREAM_FAILURES_FILE", self.state.join(failures))
+                    .current_dir(&self.root);
+                let child = spawn(&self.state, name, &mut command)?;
+                started.push((
+                    name.to_string(),
+                    child,
+                    format!("stream mapping   {table} stream -> {function}"),
+                ));
+                Ok(())
+            };
+        let table = |id: &str| {
+            tables
+                .get(id)
+                .ok_or_else(|| DevError::Step(format!("template.yaml has no {id}")))
+        };
+        stream_mapping(
+            STREAM_MAPPERS[0],
+            table(cqrs_testkit::template::COMMAND_TABLE)?,
+            &self.sync_function,
+            "stream-failures.jsonl",
+        )?;
         if let Some(function) = &self.sql_function {
-            let data_table = tables
-                .get(cqrs_testkit::template::DATA_TABLE)
-                .ok_or_else(|| DevError::Step("template.yaml has no DataTable".into()))?;
-            let mut command = Command::new(program);
-            command
-                .args(args)
-                .arg(data_table)
-                .arg(&api)
-                .arg(function)
-                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .env("CQRS_TEMPLATE", self.template())
-                .env(
-                    "STREAM_FAILURES_FILE",
-                    self.state.join("sql-stream-failures.jsonl"),
-                )
-                .current_dir(&self.root);
-            let mut sql_mapper = spawn(&self.state, "sql-mapper", &mut command)?;
-            let pid = sql_mapper.id();
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            if !matches!(sql_mapper.try_wait(), Ok(None)) {
+            stream_mapping(
+                STREAM_MAPPERS[1],
+                table(cqrs_testkit::template::DATA_TABLE)?,
+                function,
+                "sql-stream-failures.jsonl",
+            )?;
+        }
+        if let Some(feed) = &feed {
+            stream_mapping(
+                STREAM_MAPPERS[2],
+                table(cqrs_testkit::template::DATA_TABLE)?,
+                PUBLISHER,
+                "events-stream-failures.jsonl",
+            )?;
+            let (program, args) = self
+                .sqs_mapper
+                .split_first()
+                .ok_or_else(|| DevError::Step("no SQS mapper command".into()))?;
+            for consumer in &feed.consumers {
+                let name = format!("{SQS_MAPPER_PREFIX}{}", consumer.name);
+                let mut command = Command::new(program);
+                command
+                    .args(args)
+                    .arg(&consumer.queue_url)
+                    .arg(&api)
+                    .arg(&consumer.name)
+                    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .current_dir(&self.root);
+                let child = spawn(&self.state, &name, &mut command)?;
+                let queue = consumer.queue_url.rsplit('/').next().unwrap_or_default();
+                started.push((
+                    name,
+                    child,
+                    format!("queue mapping    {queue} -> {}", consumer.name),
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for (name, mut child, line) in started {
+            if !matches!(child.try_wait(), Ok(None)) {
                 return Err(DevError::Step(format!(
-                    "the data table's stream mapper stopped:\n{}",
-                    tail(&self.state.join("sql-mapper.log"), 30)
+                    "the {name} process stopped:\n{}",
+                    tail(&self.state.join(format!("{name}.log")), 30)
                 )));
             }
-            lines.push(format!(
-                "stream mapping   {data_table} stream -> {function} (pid {pid})"
-            ));
+            lines.push(format!("{line} (pid {})", child.id()));
         }
         Ok(Stack {
             api,
@@ -384,11 +474,18 @@ fn pid_of(state: &Path, name: &str, marker: &str) -> Option<u32> {
 /// ```
 pub fn down(state: &Path) -> Result<Vec<String>, DevError> {
     let mut stopped = Vec::new();
-    for (name, marker) in [
-        ("stream-mapper", MAPPER_MARKER),
-        ("sql-mapper", MAPPER_MARKER),
-        ("functions", FUNCTIONS_MARKER),
-    ] {
+    let _ = std::fs::remove_file(state.join(crate::events::EVENTS_ENV));
+    let processes = STREAM_MAPPERS
+        .iter()
+        .map(|name| (name.to_string(), MAPPER_MARKER))
+        .chain(
+            sqs_mappers(state)
+                .into_iter()
+                .map(|name| (name, SQS_MAPPER_MARKER)),
+        )
+        .chain([("functions".to_string(), FUNCTIONS_MARKER)]);
+    for (name, marker) in processes {
+        let name = name.as_str();
         if let Some(pid) = pid_of(state, name, marker)
             && stop_group(pid, marker, Duration::from_secs(5))
         {
@@ -406,7 +503,29 @@ pub fn down(state: &Path) -> Result<Vec<String>, DevError> {
             stopped.push(format!("PostgreSQL on 127.0.0.1:{}", instance.port));
         }
     }
+    for instance in crate::moto::running(state) {
+        if crate::moto::stop(state, instance.port)? {
+            stopped.push(format!("moto on 127.0.0.1:{}", instance.port));
+        }
+    }
     Ok(stopped)
+}
+
+/// The names of the consumers' SQS mapping processes started from `state` (their pid files).
+fn sqs_mappers(state: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(state)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let file = entry.file_name().into_string().ok()?;
+            let name = file.strip_suffix(".pid")?;
+            name.starts_with(SQS_MAPPER_PREFIX)
+                .then(|| name.to_string())
+        })
+        .collect();
+    names.sort();
+    names
 }
 
 /// What of the stack of `state` is running: each process and its pid, if it runs.
@@ -416,20 +535,23 @@ pub fn down(state: &Path) -> Result<Vec<String>, DevError> {
 /// assert!(status.iter().all(|(_, pid)| pid.is_none()));
 /// ```
 pub fn status(state: &Path) -> Vec<(String, Option<u32>)> {
-    let mut out = vec![
-        (
-            "functions".to_string(),
-            pid_of(state, "functions", FUNCTIONS_MARKER),
-        ),
-        (
-            "stream-mapper".to_string(),
-            pid_of(state, "stream-mapper", MAPPER_MARKER),
-        ),
-        (
-            "sql-mapper".to_string(),
-            pid_of(state, "sql-mapper", MAPPER_MARKER),
-        ),
-    ];
+    let mut out = vec![(
+        "functions".to_string(),
+        pid_of(state, "functions", FUNCTIONS_MARKER),
+    )];
+    for name in STREAM_MAPPERS {
+        out.push((name.to_string(), pid_of(state, name, MAPPER_MARKER)));
+    }
+    for name in sqs_mappers(state) {
+        let pid = pid_of(state, &name, SQS_MAPPER_MARKER);
+        out.push((name, pid));
+    }
+    for instance in crate::moto::running(state) {
+        out.push((
+            format!("moto (127.0.0.1:{})", instance.port),
+            Some(instance.pid),
+        ));
+    }
     for instance in crate::postgres::running(state) {
         out.push((
             format!("postgres (127.0.0.1:{})", instance.port),
@@ -449,28 +571,33 @@ pub fn status(state: &Path) -> Vec<(String, Option<u32>)> {
     out
 }
 
-/// Prints the stack's logs (the functions', the stream mapper's) as they grow, each line tagged with
-/// its source, until `until` completes (Ctrl-C, say).
+/// Prints the stack's logs (the functions', the mappings') as they grow, each line tagged with its
+/// source, until `until` completes (Ctrl-C, say).
 pub async fn follow_logs(state: &Path, until: impl std::future::Future<Output = ()>) {
     use std::io::{Read, Seek, SeekFrom};
     tokio::pin!(until);
-    let names = ["functions", "stream-mapper", "sql-mapper"];
-    let mut offsets = [0u64; 3];
-    let mut partial = [String::new(), String::new(), String::new()];
+    // By log name: how far it was read, and the start of a line not complete yet.
+    let mut read: HashMap<String, (u64, String)> = HashMap::new();
     loop {
-        for (i, name) in names.iter().enumerate() {
+        let names = ["functions"]
+            .into_iter()
+            .chain(STREAM_MAPPERS)
+            .map(str::to_string)
+            .chain(sqs_mappers(state));
+        for name in names {
             let Ok(mut file) = std::fs::File::open(state.join(format!("{name}.log"))) else {
                 continue;
             };
-            if file.seek(SeekFrom::Start(offsets[i])).is_err() {
+            let (offset, partial) = read.entry(name.clone()).or_default();
+            if file.seek(SeekFrom::Start(*offset)).is_err() {
                 continue;
             }
             let mut bytes = Vec::new();
-            if let Ok(read) = file.read_to_end(&mut bytes) {
-                offsets[i] += read as u64;
-                partial[i].push_str(&String::from_utf8_lossy(&bytes));
-                while let Some(end) = partial[i].find('\n') {
-                    let line: String = partial[i].drain(..=end).collect();
+            if let Ok(count) = file.read_to_end(&mut bytes) {
+                *offset += count as u64;
+                partial.push_str(&String::from_utf8_lossy(&bytes));
+                while let Some(end) = partial.find('\n') {
+                    let line: String = partial.drain(..=end).collect();
                     print!("{name:>13} | {line}");
                 }
             }

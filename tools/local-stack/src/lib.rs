@@ -13,10 +13,13 @@
 //! - [`invoke`]: invoking data-sync through cargo-lambda's Invoke endpoint.
 //! - [`moto`]: moto's server (SNS and SQS, for the change events): starting, finding, stopping.
 //! - [`sqs_mapper`]: the local SQS event source mapping of a consumer's queue.
+//! - [`events`]: the change feed on moto (topic, consumers' queues, the tap `cqrs dev events`
+//!   reads), the consumers' mapping processes.
 #![forbid(unsafe_code)]
 
 pub mod dev;
 pub mod dynamodb_local;
+pub mod events;
 pub mod invoke;
 pub mod mapper;
 pub mod mapping;

@@ -64,7 +64,7 @@ pub fn server_program(venv: &Path) -> PathBuf {
 pub fn start(program: &Path, state: &Path, port: Option<u16>) -> Result<Instance, Error> {
     if !program.is_file() {
         return Err(Error::Missing(format!(
-            "{} is missing: scripts/tools.sh installs moto {VERSION} (requirements-tools.txt)",
+            "{} is missing: install moto {VERSION} into that .venv from requirements-tools.txt (a service's `make tools`, the framework's scripts/tools.sh)",
             program.display()
         )));
     }

@@ -1,6 +1,8 @@
 //! End to end through the running local stack (`cqrs dev up`): a command goes in over HTTP,
 //! the stream mapping feeds it to data-sync, and the query API shows it; then an update, a patch,
-//! the history, and the tenant wall.
+//! the history, and the tenant wall; the relational read model; and the change feed: a command's
+//! event leaves on the topic (a queue of the test's own, subscribed to it, receives it) and the
+//! consumer `order-audit` handles it (its marker in the idempotency table).
 //!
 //! Ignored by plain `cargo test`: the test command starts the stack and runs it with
 //! `LOCAL_STACK_URL` set (`cargo test -p cqrs-local-stack --test e2e -- --ignored`).
@@ -245,4 +247,182 @@ async fn a_command_reaches_postgres_and_a_failing_postgres_leaves_data_sync_unto
         .unwrap();
     let caught_up = row_at(&sql, "product", &sk, 2).await;
     println!("e2e: version 2 in PostgreSQL {caught_up:?} after it was back");
+}
+
+/// The `KEY=value` lines of the file `name` of the stack's state folder (`functions.env`: the
+/// functions' environment; `events.env`: where the change feed is).
+fn state_env(name: &str) -> std::collections::HashMap<String, String> {
+    let state =
+        std::env::var("LOCAL_STACK_STATE").expect("LOCAL_STACK_STATE: the stack's state folder");
+    let path = std::path::Path::new(&state).join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (the stack runs the change feed when the service has src/bin/event-publisher.rs)", path.display()))
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A FIFO queue of the test's own, subscribed raw to the stack's topic; its URL.
+async fn own_subscription(
+    sns: &aws_sdk_sns::Client,
+    sqs: &aws_sdk_sqs::Client,
+    topic: &str,
+    name: &str,
+) -> (String, String) {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let url = sqs
+        .create_queue()
+        .queue_name(format!("{name}.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    let subscription = sns
+        .subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(arn)
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .unwrap()
+        .subscription_arn
+        .unwrap();
+    (url, subscription)
+}
+
+#[tokio::test]
+#[ignore = "needs the running local stack: run through `make test`"]
+async fn a_commands_event_leaves_on_the_topic_and_the_consumer_handles_it() {
+    let api = api();
+    let events = state_env("events.env");
+    let functions = state_env("functions.env");
+    let moto = &events["AWS_ENDPOINT_URL_SQS"];
+    let (sns, sqs) = (
+        cqrs_local_stack::moto::sns_client(moto),
+        cqrs_local_stack::moto::sqs_client(moto),
+    );
+    let (queue, subscription) = own_subscription(
+        &sns,
+        &sqs,
+        &events["EVENTS_TOPIC_ARN"],
+        &format!("e2e-events-{}", std::process::id()),
+    )
+    .await;
+
+    let user = format!("e2e-events-{}", std::process::id());
+    let create = json!({"entity": "order", "version": 0,
+                        "attributes": {"userId": user, "status": "PENDING", "totalCents": 990}});
+    let sent = Instant::now();
+    let (status, body) = api.call("POST", "/commands", "t1", Some(create)).await;
+    assert_eq!(status, 202, "{body}");
+    let pk = body["pk"].as_str().unwrap().to_string();
+    let sk = body["sk"].as_str().unwrap();
+    let base_sk = sk.rsplit_once('@').map_or(sk, |(base, _)| base).to_string();
+    let subject = format!("{pk}/{base_sk}");
+
+    // The queue of the test's own: every event of the stack since it subscribed, this one's
+    // among them.
+    let event = loop {
+        assert!(
+            sent.elapsed() < Duration::from_secs(120),
+            "no event of {subject} on the topic"
+        );
+        let answer = sqs
+            .receive_message()
+            .queue_url(&queue)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        let mut found = None;
+        for message in answer.messages.unwrap_or_default() {
+            let event: serde_json::Value = serde_json::from_str(message.body().unwrap()).unwrap();
+            sqs.delete_message()
+                .queue_url(&queue)
+                .receipt_handle(message.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+            if event["subject"] == subject.as_str() {
+                found = Some(event);
+            }
+        }
+        if let Some(event) = found {
+            break event;
+        }
+    };
+    println!(
+        "e2e: the order's event left on the topic {:?} after the command",
+        sent.elapsed()
+    );
+    assert_eq!(event["type"], "order.created", "{event}");
+    assert_eq!(event["itemversion"], 1, "{event}");
+    assert_eq!(event["tenant"], "t1", "{event}");
+    assert_eq!(event["entity"], "order", "{event}");
+    assert_eq!(
+        event["source"],
+        events["CQRS_EVENT_SOURCE"].as_str(),
+        "{event}"
+    );
+    assert_eq!(event["data"]["version"], 1, "{event}");
+
+    // The consumer order-audit handled it: its marker of the item is at version 1.
+    let dynamodb = cqrs_testkit::endpoint::client_for(&functions["AWS_ENDPOINT_URL_DYNAMODB"])
+        .await
+        .unwrap();
+    let key = cqrs_keys::consumer_marker_key("order-audit", &pk, &base_sk);
+    let applied = loop {
+        let item = dynamodb
+            .get_item()
+            .table_name(&functions["IDEMPOTENCY_TABLE"])
+            .key(
+                "pk",
+                aws_sdk_dynamodb::types::AttributeValue::S(key.clone()),
+            )
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item;
+        let applied = item
+            .as_ref()
+            .and_then(|i| i.get("applied"))
+            .and_then(|a| a.as_n().ok())
+            .map(|n| n.to_string());
+        if applied.is_some() {
+            break applied;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(120),
+            "order-audit never marked {key} ({subject})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!(
+        "e2e: order-audit's marker of the order {:?} after the command",
+        sent.elapsed()
+    );
+    assert_eq!(applied.as_deref(), Some("1"));
+
+    sns.unsubscribe()
+        .subscription_arn(subscription)
+        .send()
+        .await
+        .unwrap();
+    sqs.delete_queue().queue_url(queue).send().await.unwrap();
 }
