@@ -30,6 +30,7 @@
 //! redrive of the dead-lettered message later is a duplicate.
 
 mod common;
+mod feed;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -43,7 +44,6 @@ use aws_sdk_sqs::types::{
 use common::{Rng, command_item, scan_items, seed, store};
 use cqrs_consumer::marker::DynamoMarkers;
 use cqrs_consumer::park::SqsDeadLetter;
-use cqrs_consumer::sqs::SqsEvent;
 use cqrs_consumer::{Consumer, ConsumerError, Delivered, Runtime};
 use cqrs_data_sync::DataSync;
 use cqrs_event_publisher::{CallResult, Entry, Publish, PublishError, Publisher, SnsTopic};
@@ -51,6 +51,10 @@ use cqrs_item::{Item, Value};
 use cqrs_local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
 use cqrs_local_stack::moto;
 use cqrs_local_stack::sqs_mapper::{InvokeSqs, SqsMapper, SqsMapperConfig};
+use feed::{
+    Key, RuntimeInProcess, SyncInProcess, Totals, check_order, consumer_queue, depth, fifo_queue,
+    mapper, poll,
+};
 use futures::StreamExt;
 use futures::future::{BoxFuture, FutureExt};
 
@@ -67,98 +71,7 @@ const PHASE_CAP: Duration = Duration::from_secs(30);
 const POISON_REASON: &str = "priceCents is negative: cannot index it";
 
 // ------------------------------------------------------------------------------------------
-// moto
-
-/// A FIFO queue with `attributes`; its URL and ARN.
-async fn fifo_queue(
-    sqs: &aws_sdk_sqs::Client,
-    name: &str,
-    attributes: &[(QueueAttributeName, String)],
-) -> (String, String) {
-    let mut create = sqs
-        .create_queue()
-        .queue_name(format!("{name}.fifo"))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .attributes(QueueAttributeName::ContentBasedDeduplication, "false");
-    for (key, value) in attributes {
-        create = create.attributes(key.clone(), value);
-    }
-    let url = create.send().await.unwrap().queue_url.unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
-    (url, arn)
-}
-
-/// A consumer's queue: `<name>.fifo` subscribed to `topic` with raw delivery, visibility 1 s, its
-/// dead-letter queue `<name>-dlq.fifo` (SQS's own `maxReceiveCount` is only the safety net for
-/// crashes: far above the runtime's). Answers (queue URL, queue ARN, dead-letter URL).
-async fn consumer_queue(
-    sqs: &aws_sdk_sqs::Client,
-    sns: &aws_sdk_sns::Client,
-    topic: &str,
-    name: &str,
-) -> (String, String, String) {
-    let (dlq_url, dlq_arn) = fifo_queue(sqs, &format!("{name}-dlq"), &[]).await;
-    let redrive = serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": "100" });
-    let (url, arn) = fifo_queue(
-        sqs,
-        name,
-        &[
-            (QueueAttributeName::VisibilityTimeout, "1".into()),
-            (QueueAttributeName::RedrivePolicy, redrive.to_string()),
-        ],
-    )
-    .await;
-    sns.subscribe()
-        .topic_arn(topic)
-        .protocol("sqs")
-        .endpoint(&arn)
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .unwrap();
-    (url, arn, dlq_url)
-}
-
-/// Messages in `queue_url`, visible or in flight.
-async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> usize {
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(queue_url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap_or_default();
-    [
-        QueueAttributeName::ApproximateNumberOfMessages,
-        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
-    ]
-    .iter()
-    .map(|name| {
-        attributes
-            .get(name)
-            .and_then(|n| n.parse::<usize>().ok())
-            .unwrap_or(0)
-    })
-    .sum()
-}
-
-// ------------------------------------------------------------------------------------------
 // The commands and data-sync
-
-/// `(pk, base sk, version)`.
-type Key = (String, String, i64);
 
 /// Version `v` of product `code` of `tenant`: an item of the model's `product` entity.
 fn product(tenant: &str, code: &str, v: i64, rng: &mut Rng) -> Item {
@@ -197,29 +110,6 @@ fn plan(rng: &mut Rng) -> Vec<Vec<Item>> {
                 .collect()
         })
         .collect()
-}
-
-/// data-sync, invoked in process with the Lambda event of the records (as `on_failure.rs`).
-struct SyncInProcess {
-    sync: DataSync,
-    arn: String,
-}
-
-impl Invoke for SyncInProcess {
-    async fn invoke(&self, records: &[Record]) -> Result<Vec<String>, InvokeError> {
-        let event = cqrs_testkit::stream_event::lambda_event(records, &self.arn)
-            .map_err(|e| InvokeError(format!("building the event: {e}")))?;
-        let response = self
-            .sync
-            .invoke(event)
-            .await
-            .map_err(|e| InvokeError(e.to_string()))?;
-        Ok(response
-            .batch_item_failures
-            .into_iter()
-            .map(|f| f.item_identifier.unwrap_or_default())
-            .collect())
-    }
 }
 
 /// Windows of `len` records: each batch once (1 to `max` records), some twice, `replays` windows
@@ -399,80 +289,6 @@ impl Consumer for Chaos {
     }
 }
 
-/// The runtime's counts, summed over a consumer's invocations.
-#[derive(Debug, Default)]
-struct Totals {
-    invocations: usize,
-    messages: usize,
-    duplicates: usize,
-    gaps_filled: usize,
-    gaps_skipped: usize,
-    parked: usize,
-    retried: usize,
-}
-
-/// The consumer runtime invoked in process by the SQS mapping: Lambda's SQS event, parsed as
-/// the function's entry point parses it. While `crash_next` > 0, an invocation crashes after the
-/// runtime handled its batch (a timeout after the work was done): the whole batch comes back.
-struct RuntimeInProcess {
-    runtime: Runtime,
-    totals: Mutex<Totals>,
-    crash_next: AtomicUsize,
-    crashed: AtomicUsize,
-}
-
-impl InvokeSqs for RuntimeInProcess {
-    async fn invoke_sqs(&self, event: &serde_json::Value) -> Result<Vec<String>, InvokeError> {
-        let event: SqsEvent = serde_json::from_value(event.clone())
-            .map_err(|e| InvokeError(format!("not an SQS event: {e}")))?;
-        let (answer, counts) = self.runtime.handle_counted(event).await;
-        let mut totals = self.totals.lock().unwrap();
-        totals.invocations += 1;
-        totals.messages += counts.messages;
-        totals.duplicates += counts.duplicates;
-        totals.gaps_filled += counts.gaps_filled;
-        totals.gaps_skipped += counts.gaps_skipped;
-        totals.parked += counts.parked;
-        totals.retried += counts.retried;
-        drop(totals);
-        if self
-            .crash_next
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            self.crashed.fetch_add(1, Ordering::Relaxed);
-            return Err(InvokeError(
-                "injected: the function timed out after its work".into(),
-            ));
-        }
-        Ok(answer
-            .batch_item_failures
-            .into_iter()
-            .map(|f| f.item_identifier)
-            .collect())
-    }
-}
-
-fn mapper(url: &str, arn: &str) -> SqsMapper {
-    let mut config = SqsMapperConfig::new(url, arn);
-    config.visibility_timeout = Duration::from_secs(1);
-    config.wait = Duration::ZERO;
-    SqsMapper::new(config)
-}
-
-/// One poll; an empty one pauses a little (the receive does not wait).
-async fn poll(
-    mapper: &mut SqsMapper,
-    sqs: &aws_sdk_sqs::Client,
-    invoker: &RuntimeInProcess,
-) -> usize {
-    let report = mapper.poll(sqs, invoker).await.expect("the queue answers");
-    if report.received == 0 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    report.received
-}
-
 /// Polls until `done()` holds with nothing left in flight and an empty receive; panics after
 /// [`PHASE_CAP`].
 async fn drain(
@@ -555,36 +371,6 @@ fn key_of(message: &aws_sdk_sqs::types::Message) -> Key {
     let event: cqrs_events::ChangeEvent =
         serde_json::from_str(message.body().unwrap_or_default()).expect("a parked event");
     (event.data.pk, event.data.sk, event.itemversion)
-}
-
-/// Each item's handled versions must be exactly `1..=n` of the history, in that order.
-fn check_order(consumer: &str, handled: &[Key], expected: &BTreeMap<(String, String), i64>) {
-    let mut by_item: BTreeMap<(String, String), Vec<i64>> = BTreeMap::new();
-    for (pk, sk, v) in handled {
-        by_item
-            .entry((pk.clone(), sk.clone()))
-            .or_default()
-            .push(*v);
-    }
-    let wrong: Vec<_> = expected
-        .iter()
-        .filter_map(|(item, n)| {
-            let got = by_item.get(item).cloned().unwrap_or_default();
-            let want: Vec<i64> = (1..=*n).collect();
-            (got != want)
-                .then(|| format!("{}/{}: handled {got:?}, history 1..={n}", item.0, item.1))
-        })
-        .collect();
-    let unknown: Vec<_> = by_item
-        .keys()
-        .filter(|k| !expected.contains_key(*k))
-        .collect();
-    assert!(
-        wrong.is_empty() && unknown.is_empty(),
-        "consumer {consumer}: every version once, in order: {} items wrong, e.g. {:?}; unknown items {unknown:?}",
-        wrong.len(),
-        &wrong[..wrong.len().min(5)]
-    );
 }
 
 // ------------------------------------------------------------------------------------------
