@@ -960,6 +960,42 @@ pub enum StartError {
     /// A variable is missing or malformed (or the TLS context does not build).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The consumer's name is not declared in `model.toml` (nor one of the framework's
+    /// [`FRAMEWORK_CONSUMERS`]): its resources, queue and role are deployed under the declared
+    /// name, so a consumer named otherwise would read another queue's markers, or none.
+    #[error(
+        "the consumer `{0}` is not declared in model.toml: add `[consumers.{0}]`, or give from_fn the declared name"
+    )]
+    Undeclared(String),
+}
+
+/// The consumers the framework itself deploys, outside `model.toml`'s `[consumers]` (the
+/// realtime API's publisher).
+///
+/// ```
+/// assert!(cqrs_consumer::runtime::FRAMEWORK_CONSUMERS.contains(&"realtime"));
+/// ```
+pub const FRAMEWORK_CONSUMERS: [&str; 1] = ["realtime"];
+
+/// Whether a consumer named `name` may run with `model_text`: declared as `[consumers.<name>]`,
+/// or one of [`FRAMEWORK_CONSUMERS`].
+///
+/// ```
+/// use cqrs_consumer::runtime::{StartError, check_declared};
+/// let model = "[consumers.order-audit]\n";
+/// assert!(check_declared(model, "order-audit").is_ok());
+/// assert!(check_declared(model, "realtime").is_ok());
+/// let err = check_declared(model, "order-audti").unwrap_err();
+/// assert!(matches!(err, StartError::Undeclared(ref name) if name == "order-audti"));
+/// assert!(err.to_string().contains("[consumers.order-audti]"));
+/// ```
+pub fn check_declared(model_text: &str, name: &str) -> Result<(), StartError> {
+    let model = cqrs_model::Model::parse(model_text)?;
+    if model.consumer(name).is_some() || FRAMEWORK_CONSUMERS.contains(&name) {
+        Ok(())
+    } else {
+        Err(StartError::Undeclared(name.to_string()))
+    }
 }
 
 impl Runtime {
@@ -1045,8 +1081,9 @@ impl Runtime {
 ///
 /// # Errors
 ///
-/// A model that does not check, a missing or malformed variable ([`StartError`]): the cold start
-/// fails and says which.
+/// A model that does not check, a consumer whose name `model.toml` does not declare
+/// ([`check_declared`]), a missing or malformed variable ([`StartError`]): the cold start fails and
+/// says which.
 pub async fn run(
     model_text: &str,
     consumer: impl Consumer + 'static,
@@ -1057,6 +1094,7 @@ pub async fn run(
     let mut init = InitClock::start();
     cqrs_store::logging::init();
     init.lap("logging");
+    check_declared(model_text, consumer.name())?;
     let runtime = Runtime::from_lookup(model_text, consumer, |name| std::env::var(name).ok())?;
     init.lap("config_and_clients");
     tracing::info!(consumer = %runtime.consumer_name(), max_receive = runtime.max_receive(), "consumer");

@@ -41,6 +41,8 @@ const SQL_SYNC: (&str, &str) = ("SqlSyncFunction", "sql-sync");
 /// The change feed's publisher (deployed when `ChangeEvents` is on), and its binary; what it may do
 /// is checked on the transformed template (`tools/cli/tests/template.rs`).
 const EVENT_PUBLISHER: (&str, &str) = ("EventPublisherFunction", "event-publisher");
+/// The realtime publisher (RealtimeEvents=on, a consumer of the change feed).
+const REALTIME: (&str, &str) = ("RealtimeFunction", "realtime");
 
 /// Every route of the HTTP API: method, path, function.
 const ROUTES: [(&str, &str, &str); 10] = [
@@ -419,7 +421,7 @@ fn check_functions(t: &Value) -> Problems {
     let own = own_functions();
     let all: Vec<(String, String)> = FUNCTIONS
         .iter()
-        .chain([&SQL_SYNC, &EVENT_PUBLISHER])
+        .chain([&SQL_SYNC, &EVENT_PUBLISHER, &REALTIME])
         .map(|(id, binary)| ((*id).to_owned(), (*binary).to_owned()))
         .chain(own.iter().map(|f| (f.id.clone(), f.binary.clone())))
         .chain(consumer_functions())

@@ -42,6 +42,7 @@ const SQL_SYNC: &str = include_str!("new/service/src/bin/sql-sync.rs");
 const TASK_REPORT: &str = include_str!("new/service/src/bin/task-report.rs");
 const EVENT_PUBLISHER: &str = include_str!("new/service/src/bin/event-publisher.rs");
 const TASK_AUDIT: &str = include_str!("new/service/src/bin/task-audit.rs");
+const REALTIME: &str = include_str!("new/service/src/bin/realtime.rs");
 const LIB: &str = include_str!("new/service/src/lib.rs.in");
 const MODEL_TEST: &str = include_str!("new/service/tests/model.rs");
 const REPORT_TEST: &str = include_str!("new/service/tests/report.rs");
@@ -51,7 +52,7 @@ const QUERY_EVENT: &str = include_str!("new/service/events/query-handler/tasks-o
 const TEMPLATE_OWN: &str = include_str!("new/service/template.own.yaml");
 
 /// The framework crates a service depends on, and where each lives in the framework's repository.
-pub(crate) const CRATES: [(&str, &str); 14] = [
+pub(crate) const CRATES: [(&str, &str); 15] = [
     ("cqrs-command-handler", "functions/command-handler"),
     ("cqrs-data-sync", "functions/data-sync"),
     ("cqrs-query-handler", "functions/query-handler"),
@@ -66,6 +67,7 @@ pub(crate) const CRATES: [(&str, &str); 14] = [
     ("cqrs-routes", "shared/routes"),
     ("cqrs-event-publisher", "functions/event-publisher"),
     ("cqrs-consumer", "functions/consumer"),
+    ("cqrs-realtime", "functions/realtime"),
 ];
 
 /// Where the service takes the framework's crates from.
@@ -364,6 +366,7 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         ("src/bin/task-report.rs", fill(TASK_REPORT)),
         ("src/bin/event-publisher.rs", fill(EVENT_PUBLISHER)),
         ("src/bin/task-audit.rs", fill(TASK_AUDIT)),
+        ("src/bin/realtime.rs", fill(REALTIME)),
         ("migrations/V1__model.sql", first_migration),
         ("migrations/schema.json", schema_json),
         ("tests/model.rs", fill(MODEL_TEST)),

@@ -346,6 +346,161 @@ pub fn consumer_ids(consumer: &ConsumerFunction) -> [String; 10] {
 /// policy (the topic alone may send), its function (`src/bin/<name>.rs`, `cqrs_consumer::run`)
 /// with its own role, its log group and its alarms.
 pub fn consumer_resources(consumer: &ConsumerFunction) -> String {
+    let intro = format!(
+        "  # {}: a consumer of the change events ({}), declared in model.toml\n  # [consumers.{}]. Its FIFO queue gets the events from EventsTopic in order per item;",
+        consumer.name,
+        consumer
+            .entities
+            .as_ref()
+            .map_or("every entity".to_string(), |list| format!(
+                "entities {}",
+                list.iter()
+                    .map(|e| quoted(e))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        consumer.name
+    );
+    consumer_block(
+        consumer,
+        &ConsumerKind {
+            condition: "ChangeEventsOn",
+            intro: &intro,
+            variables: &[],
+            statements: "",
+        },
+    )
+}
+
+/// The onSubscribe handler of every channel namespace of the realtime API, verbatim: its
+/// `${TenantClaim}`, `${RolesClaim}` and `${CommonReaders}` are filled by `Fn::Sub`
+/// (clients/typescript/test/realtime.test.mjs tests it under Node).
+pub const ON_SUBSCRIBE: &str = include_str!("new/realtime/on-subscribe.js");
+
+/// The consumer's name of the framework's realtime publisher (`src/bin/realtime.rs`,
+/// `cqrs_realtime::run`): a model consumer or route of that name is refused by [`render`].
+pub const REALTIME: &str = "realtime";
+
+/// The framework's realtime publisher as a consumer: every entity, the consumers' defaults
+/// (batch 10, 5 attempts, timeout 30 s).
+pub fn realtime_consumer() -> ConsumerFunction {
+    let model = Model::parse(&format!(
+        "[consumers.{REALTIME}]\ndescription = \"Publishes every change event to the realtime API (AppSync Events).\"\n"
+    ))
+    .unwrap_or_else(|e| panic!("the realtime consumer's declaration: {e}"));
+    model
+        .consumer(REALTIME)
+        .cloned()
+        .unwrap_or_else(|| panic!("the realtime consumer is declared"))
+}
+
+/// The logical id of a channel namespace of the realtime API: `Realtime<Pascal>Namespace`.
+pub fn namespace_id(namespace: &cqrs_realtime::channel::Namespace) -> String {
+    format!("Realtime{}Namespace", pascal(&namespace.name))
+}
+
+/// The logical ids of the realtime resources `cqrs template` writes for `model`: the channel
+/// namespaces, then the realtime consumer's ([`consumer_ids`]).
+pub fn realtime_ids(model: &Model) -> Vec<String> {
+    let mut ids: Vec<String> = cqrs_realtime::channel::namespaces(model)
+        .iter()
+        .map(namespace_id)
+        .collect();
+    ids.extend(consumer_ids(&realtime_consumer()));
+    ids
+}
+
+/// The realtime resources of `model`, under the condition `RealtimeOn` (the framework's
+/// `RealtimeApi` is in its template): one `AWS::AppSync::ChannelNamespace` per entity
+/// (`cqrs_realtime::channel::namespaces`; IAM publishes, OIDC subscribes, its onSubscribe
+/// handler [`ON_SUBSCRIBE`] with the entity's read rule as `CommonReaders`), and the consumer
+/// `realtime` that publishes the change events there, its role granted `appsync:EventPublish`
+/// on those namespaces only.
+pub fn realtime_resources(model: &Model) -> String {
+    let namespaces = cqrs_realtime::channel::namespaces(model);
+    let mut y = String::new();
+    let mut line = |text: &str| {
+        y.push_str(text);
+        y.push('\n');
+    };
+    line("");
+    line("  # ---------------------------------------------------------------------------");
+    line("  # The realtime API's channel namespaces, one per entity (when RealtimeOn): only IAM");
+    line("  # publishes (the function realtime), browsers subscribe with their JWT and the");
+    line("  # onSubscribe handler (tools/cli/src/new/realtime/on-subscribe.js in the framework)");
+    line("  # applies the HTTP API's read rules; CommonReaders is the entity's read rule.");
+    for namespace in &namespaces {
+        line(&format!("  {}:", namespace_id(namespace)));
+        line("    Type: AWS::AppSync::ChannelNamespace");
+        line("    Condition: RealtimeOn");
+        line("    Properties:");
+        line("      ApiId: !GetAtt RealtimeApi.ApiId");
+        line(&format!("      Name: {}", namespace.name));
+        line("      PublishAuthModes:");
+        line("        - AuthType: AWS_IAM");
+        line("      SubscribeAuthModes:");
+        line("        - AuthType: OPENID_CONNECT");
+        line("      CodeHandlers: !Sub");
+        line("        - |");
+        for l in ON_SUBSCRIBE.lines() {
+            if l.is_empty() {
+                line("");
+            } else {
+                line(&format!("          {l}"));
+            }
+        }
+        line(&format!(
+            "        - CommonReaders: {}",
+            namespace.common_readers.as_str()
+        ));
+        line("");
+    }
+    let mut statements = String::new();
+    statements.push_str(
+        "              # Publishing to the realtime API's namespaces, and nothing else of it.\n",
+    );
+    statements.push_str("              - Sid: RealtimePublish\n");
+    statements.push_str("                Effect: Allow\n");
+    statements.push_str("                Action:\n");
+    statements.push_str("                  - appsync:EventPublish\n");
+    statements.push_str("                Resource:\n");
+    for namespace in &namespaces {
+        statements.push_str(&format!(
+            "                  - !Sub 'arn:${{AWS::Partition}}:appsync:${{AWS::Region}}:${{AWS::AccountId}}:apis/${{RealtimeApi.ApiId}}/channelNamespace/{}'\n",
+            namespace.name
+        ));
+    }
+    let consumer = realtime_consumer();
+    y.push_str(&consumer_block(
+        &consumer,
+        &ConsumerKind {
+            condition: "RealtimeOn",
+            intro: "  # realtime: the framework's consumer of every change event (when RealtimeOn): it\n  \
+                    # publishes each one to its entity's namespace of the realtime API (cqrs_realtime).\n  \
+                    # Its FIFO queue gets the events from EventsTopic in order per item;",
+            variables: &["REALTIME_API_URL: !Sub 'https://${RealtimeApi.Dns.Http}/event'".to_string()],
+            statements: &statements,
+        },
+    ));
+    y
+}
+
+/// What sets one consumer's block apart from another's: the framework's own consumer `realtime`
+/// ([`realtime_resources`]) is deployed under its own condition, with its own variables and
+/// grants.
+struct ConsumerKind<'a> {
+    /// The condition of every resource of the block.
+    condition: &'a str,
+    /// The block's first comment lines (what the consumer is and where it is declared).
+    intro: &'a str,
+    /// Environment variables of its function besides the consumers' (`NAME: value`).
+    variables: &'a [String],
+    /// Statements of its role's policy besides the consumers', as the policy's lines.
+    statements: &'a str,
+}
+
+/// The resources of one consumer ([`consumer_resources`], [`realtime_resources`]).
+fn consumer_block(consumer: &ConsumerFunction, kind: &ConsumerKind<'_>) -> String {
     let name = &consumer.name;
     let [
         function,
@@ -390,18 +545,10 @@ pub fn consumer_resources(consumer: &ConsumerFunction) -> String {
         y.push_str(text);
         y.push('\n');
     };
-    let condition = "    Condition: ChangeEventsOn";
+    let condition = &format!("    Condition: {}", kind.condition);
     line("");
     line("  # ---------------------------------------------------------------------------");
-    line(&format!(
-        "  # {name}: a consumer of the change events ({}), declared in model.toml",
-        entities
-            .as_deref()
-            .map_or("every entity".to_string(), |e| format!("entities {e}"))
-    ));
-    line(&format!(
-        "  # [consumers.{name}]. Its FIFO queue gets the events from EventsTopic in order per item;"
-    ));
+    line(kind.intro);
     line("  # the runtime (cqrs_consumer::run) applies each version once (its markers in the");
     line("  # idempotency table), parks an event that keeps failing in its dead-letter queue with");
     line(
@@ -578,6 +725,9 @@ pub fn consumer_resources(consumer: &ConsumerFunction) -> String {
     line("                  - xray:PutTraceSegments");
     line("                  - xray:PutTelemetryRecords");
     line("                Resource: '*'");
+    for l in kind.statements.lines() {
+        line(l);
+    }
     for l in reads_grants(name, &reads).lines() {
         line(l);
     }
@@ -611,6 +761,9 @@ pub fn consumer_resources(consumer: &ConsumerFunction) -> String {
         consumer.max_receive
     ));
     line("          CQRS_EVENT_SOURCE: !Ref AWS::StackName");
+    for variable in kind.variables {
+        line(&format!("          {variable}"));
+    }
     if sql {
         for l in sql_variables().lines() {
             line(l);
@@ -1065,6 +1218,30 @@ pub fn render(model: &Model, prefix: &str, own: Option<&str>) -> Result<Rendered
         }
         routes.push_str(&consumer_resources(consumer));
     }
+    // The realtime API's namespaces and publisher (`RealtimeOn`): after the model's, so that a
+    // route or consumer named `realtime` is refused by name, not by a clashing id.
+    if let Some(clash) = model
+        .routes()
+        .iter()
+        .map(|r| &r.name)
+        .chain(model.consumers().iter().map(|c| &c.name))
+        .find(|name| *name == REALTIME)
+    {
+        return Err(format!(
+            "model.toml: `{clash}` is the framework's realtime publisher (RealtimeEvents): name \
+             the function another way"
+        ));
+    }
+    for id in realtime_ids(model) {
+        if let Some(origin) = taken.get(&id) {
+            return Err(format!(
+                "model.toml: the realtime API's resource {id} is already {}'s: name that another way",
+                origin.describe()
+            ));
+        }
+        taken.insert(id.clone(), Origin::Framework);
+    }
+    routes.push_str(&realtime_resources(model));
     if !routes.is_empty() {
         text = insert_into(&text, "Resources", &routes);
     }
@@ -1698,7 +1875,16 @@ path = "/members/{memberId}/loans"
         let model = model("");
         assert!(model.routes().is_empty());
         let rendered = render(&model, "cqrs", None).unwrap();
-        let framework = format!("{HEADER}{}", crate::new::sam_template(&model, "cqrs"));
+        // The framework's, and its realtime namespaces and publisher (RealtimeOn), which are
+        // the model's entities'.
+        let framework = format!(
+            "{HEADER}{}",
+            insert_into(
+                &crate::new::sam_template(&model, "cqrs"),
+                "Resources",
+                &realtime_resources(&model)
+            )
+        );
         assert!(
             rendered.text == framework,
             "the template is not the framework's"

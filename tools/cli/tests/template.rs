@@ -595,7 +595,13 @@ fn the_event_publisher_holds_exactly_what_it_uses() {
 /// A consumer's role: its queue, its dead-letter queue, its own markers (LeadingKeys
 /// `CONSUMER#<name>#*`), the history table, its log group, X-Ray, and what its `reads` grant;
 /// its queues take messages from the events topic alone.
-fn consumer_problems(t: &Value, pascal: &str, name: &str, reads_data: bool) -> Vec<String> {
+fn consumer_problems(
+    t: &Value,
+    pascal: &str,
+    name: &str,
+    reads_data: bool,
+    extra: &[(&[&str], &str, &str)],
+) -> Vec<String> {
     let mut problems = Vec::new();
     let function = format!("{pascal}Function");
     let role = format!("{pascal}Role");
@@ -657,6 +663,7 @@ fn consumer_problems(t: &Value, pascal: &str, name: &str, reads_data: bool) -> V
         ));
         expected.push((&["dynamodb:Query"], "${DataTable.Arn}/index/*", ""));
     }
+    expected.extend_from_slice(extra);
     problems.extend(exact_grants(t, &role, &expected));
     // Its queues: the events topic alone may send.
     let policy = &t["Resources"][format!("{pascal}QueuePolicy")]["Properties"];
@@ -682,8 +689,14 @@ fn a_consumer_reaches_its_own_queues_markers_and_reads_only() {
     let Some(python) = python() else { return };
     let (dir, path) = feed_template("consumer");
     let t = transform(&python, &path);
-    let mut problems = consumer_problems(&t, "OrderAudit", "order-audit", false);
-    problems.extend(consumer_problems(&t, "ShelfWatch", "shelf-watch", true));
+    let mut problems = consumer_problems(&t, "OrderAudit", "order-audit", false, &[]);
+    problems.extend(consumer_problems(
+        &t,
+        "ShelfWatch",
+        "shelf-watch",
+        true,
+        &[],
+    ));
     assert!(problems.is_empty(), "{problems:#?}");
     // The subscription, the queue and the mapping, as declared.
     let r = &t["Resources"];
@@ -724,6 +737,7 @@ fn a_consumer_reaches_its_own_queues_markers_and_reads_only() {
             "OrderAudit",
             "order-audit",
             false,
+            &[],
         );
         assert!(
             problems.iter().any(|p| p.contains(needle)),
@@ -856,8 +870,11 @@ fn events_off_problems(t: &Value, consumers: &[&str]) -> Vec<String> {
             }
         }
     }
+    // RealtimeOn implies ChangeEventsOn (the rule RealtimeNeedsChangeEvents, checked by
+    // realtime_problems).
     for id in &events {
-        if resources[id]["Condition"] != "ChangeEventsOn" {
+        let realtime = id.starts_with("Realtime") && resources[id]["Condition"] == "RealtimeOn";
+        if resources[id]["Condition"] != "ChangeEventsOn" && !realtime {
             problems.push(format!("{id}: deployed with ChangeEvents off"));
         }
     }
@@ -916,4 +933,419 @@ fn change_events_off_removes_the_topic_the_publisher_and_every_consumer() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The realtime API (RealtimeEvents): off by default and only with the change feed (1), every
+/// AppSync and Realtime* resource under RealtimeOn (2), IAM publishes and OIDC subscribes, nothing
+/// else (3), each namespace's code handler is on-subscribe.js verbatim (4), one namespace per
+/// entity as the publisher names them (5), `appsync:` actions only in RealtimeRole, only
+/// EventPublish on exactly the namespaces (6), the function and its queue (7).
+fn realtime_problems(t: &Value, model: &cqrs_model::Model) -> Vec<String> {
+    let mut problems = Vec::new();
+    let resources = t["Resources"].as_object().unwrap();
+    // 1. The parameter, its condition and its rule.
+    let parameter = &t["Parameters"]["RealtimeEvents"];
+    if parameter["Default"] != "off" || parameter["AllowedValues"] != json!(["on", "off"]) {
+        problems.push(format!("Parameters.RealtimeEvents: {parameter}"));
+    }
+    if t["Conditions"]["RealtimeOn"] != json!({"Fn::Equals": [{"Ref": "RealtimeEvents"}, "on"]}) {
+        problems.push(format!(
+            "Conditions.RealtimeOn: {}",
+            t["Conditions"]["RealtimeOn"]
+        ));
+    }
+    let rule = &t["Rules"]["RealtimeNeedsChangeEvents"];
+    if rule["RuleCondition"] != json!({"Fn::Equals": [{"Ref": "RealtimeEvents"}, "on"]})
+        || list(&rule["Assertions"])
+            .iter()
+            .map(|a| a["Assert"].clone())
+            .collect::<Vec<_>>()
+            != vec![json!({"Fn::Equals": [{"Ref": "ChangeEvents"}, "on"]})]
+    {
+        problems.push(format!("Rules.RealtimeNeedsChangeEvents: {rule}"));
+    }
+    // The claims' names sit in a JavaScript string of the handler: no quote, no backslash.
+    for claim in ["TenantClaim", "RolesClaim"] {
+        let pattern = &t["Parameters"][claim]["AllowedPattern"];
+        if pattern != "^[!#-&(-\\[\\]-~]{1,256}$" {
+            problems.push(format!("Parameters.{claim}.AllowedPattern: {pattern}"));
+        }
+    }
+    // 2. Every AppSync or Realtime* resource (SAM's mapping included) under RealtimeOn.
+    for (id, resource) in resources {
+        let appsync = resource["Type"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("AWS::AppSync::"));
+        if (appsync || id.starts_with("Realtime")) && resource["Condition"] != "RealtimeOn" {
+            problems.push(format!("{id}: deployed with RealtimeEvents off"));
+        }
+    }
+    for (id, output) in t["Outputs"].as_object().unwrap() {
+        if output["Value"].to_string().contains("Realtime") && output["Condition"] != "RealtimeOn" {
+            problems.push(format!("Outputs.{id}: deployed with RealtimeEvents off"));
+        }
+    }
+    // 3. Who connects, publishes and subscribes.
+    fn auth_types(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map {
+                    if key == "AuthType" {
+                        out.push(canon(v));
+                    }
+                    auth_types(v, out);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| auth_types(v, out)),
+            _ => {}
+        }
+    }
+    let mut types = Vec::new();
+    auth_types(&t["Resources"], &mut types);
+    for kind in &types {
+        if kind != "AWS_IAM" && kind != "OPENID_CONNECT" {
+            problems.push(format!("AuthType {kind}: only AWS_IAM and OPENID_CONNECT"));
+        }
+    }
+    let config = &t["Resources"]["RealtimeApi"]["Properties"]["EventConfig"];
+    let iam = json!([{"AuthType": "AWS_IAM"}]);
+    let oidc = json!([{"AuthType": "OPENID_CONNECT"}]);
+    if config["DefaultPublishAuthModes"] != iam {
+        problems.push(format!(
+            "RealtimeApi publishes with {}",
+            config["DefaultPublishAuthModes"]
+        ));
+    }
+    if config["DefaultSubscribeAuthModes"] != oidc {
+        problems.push(format!(
+            "RealtimeApi subscribes with {}",
+            config["DefaultSubscribeAuthModes"]
+        ));
+    }
+    let issuers: Vec<Value> = list(&config["AuthProviders"])
+        .iter()
+        .filter(|p| p["AuthType"] == "OPENID_CONNECT")
+        .map(|p| p["OpenIDConnectConfig"]["Issuer"].clone())
+        .collect();
+    if issuers != vec![json!({"Ref": "JwtIssuer"})] {
+        problems.push(format!("RealtimeApi's OIDC issuers: {issuers:?}"));
+    }
+    // 4 and 5. The namespaces: one per entity as the publisher names them, code handlers only.
+    let handler = include_str!("../src/new/realtime/on-subscribe.js");
+    let expected: Vec<(String, Value)> = cqrs_realtime::channel::namespaces(model)
+        .iter()
+        .map(|n| {
+            let id = format!(
+                "Realtime{}Namespace",
+                n.name
+                    .split('-')
+                    .map(|w| w[..1].to_uppercase() + &w[1..])
+                    .collect::<String>()
+            );
+            (
+                id,
+                json!({"Name": n.name, "CommonReaders": n.common_readers.as_str()}),
+            )
+        })
+        .collect();
+    let deployed: Vec<(String, Value)> = resources
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::AppSync::ChannelNamespace")
+        .map(|(id, r)| {
+            let sub = &r["Properties"]["CodeHandlers"]["Fn::Sub"];
+            (
+                id.clone(),
+                json!({"Name": r["Properties"]["Name"], "CommonReaders": sub[1]["CommonReaders"]}),
+            )
+        })
+        .collect();
+    let mut sorted = expected.clone();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    if deployed != sorted {
+        problems.push(format!("namespaces: expected {sorted:?}, got {deployed:?}"));
+    }
+    for (id, r) in resources
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::AppSync::ChannelNamespace")
+    {
+        let p = &r["Properties"];
+        if p["PublishAuthModes"] != iam || p["SubscribeAuthModes"] != oidc {
+            problems.push(format!(
+                "{id}: publishes with {}, subscribes with {}",
+                p["PublishAuthModes"], p["SubscribeAuthModes"]
+            ));
+        }
+        if !p["HandlerConfigs"].is_null() || !p["CodeS3Location"].is_null() {
+            problems.push(format!("{id}: handlers other than its CodeHandlers"));
+        }
+        let sub = &p["CodeHandlers"]["Fn::Sub"];
+        let keys: Vec<&String> = sub[1]
+            .as_object()
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        if sub[0] != handler || keys != ["CommonReaders"] {
+            problems.push(format!(
+                "{id}: its CodeHandlers is not on-subscribe.js with CommonReaders"
+            ));
+        }
+        if !handler.contains("export function onSubscribe") || handler.contains("onPublish") {
+            problems.push(format!("{id}: an onPublish handler, or no onSubscribe"));
+        }
+    }
+    // 6. appsync: actions only in RealtimeRole: EventPublish on exactly the namespaces.
+    fn statements(value: &Value, out: &mut Vec<Value>) {
+        match value {
+            Value::Object(map) => {
+                if map.contains_key("Effect") && map.contains_key("Action") {
+                    out.push(value.clone());
+                }
+                map.values().for_each(|v| statements(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| statements(v, out)),
+            _ => {}
+        }
+    }
+    let arns: Vec<String> = expected
+        .iter()
+        .map(|(_, n)| {
+            format!(
+                "arn:${{AWS::Partition}}:appsync:${{AWS::Region}}:${{AWS::AccountId}}:apis/${{RealtimeApi.ApiId}}/channelNamespace/{}",
+                n["Name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let mut published = Vec::new();
+    for (id, resource) in resources {
+        let mut found = Vec::new();
+        statements(resource, &mut found);
+        for statement in found {
+            for action in list(&statement["Action"]).iter().map(canon) {
+                let appsync = action.starts_with("appsync:") || action == "*";
+                if !appsync {
+                    continue;
+                }
+                if id != "RealtimeRole" || action != "appsync:EventPublish" {
+                    problems.push(format!("{id}: {action}"));
+                    continue;
+                }
+                published.extend(list(&statement["Resource"]).iter().map(canon));
+            }
+        }
+    }
+    if published != arns {
+        problems.push(format!(
+            "RealtimeRole: appsync:EventPublish on {published:?}, expected {arns:?}"
+        ));
+    }
+    // 7. The function: its binary, the API's URL, its queue on the topic, every entity.
+    let function = &t["Resources"]["RealtimeFunction"];
+    if function["Metadata"]["BuildProperties"]["Binary"] != "realtime" {
+        problems.push(format!(
+            "RealtimeFunction's binary: {}",
+            function["Metadata"]
+        ));
+    }
+    let url = &function["Properties"]["Environment"]["Variables"]["REALTIME_API_URL"];
+    if url != &json!({"Fn::Sub": "https://${RealtimeApi.Dns.Http}/event"}) {
+        problems.push(format!("RealtimeFunction's REALTIME_API_URL: {url}"));
+    }
+    let mapping = &t["Resources"]["RealtimeFunctionQueue"]["Properties"];
+    if canon(&mapping["EventSourceArn"]) != "${RealtimeQueue.Arn}"
+        || mapping["FunctionResponseTypes"] != json!(["ReportBatchItemFailures"])
+        || mapping["BatchSize"] != 10
+    {
+        problems.push(format!("RealtimeFunction's mapping: {mapping}"));
+    }
+    let subscription = &t["Resources"]["RealtimeSubscription"]["Properties"];
+    if !subscription["FilterPolicy"].is_null()
+        || canon(&subscription["TopicArn"]) != "${EventsTopic}"
+    {
+        problems.push(format!("RealtimeSubscription: {subscription}"));
+    }
+    problems
+}
+
+#[test]
+fn realtime_is_off_by_default_publishes_by_iam_only_and_subscribes_by_the_read_rules() {
+    let Some(python) = python() else { return };
+    let (dir, path) = feed_template("realtime");
+    let model = cqrs_model::Model::parse(&read(&dir.join("model.toml"))).unwrap();
+    let t = transform(&python, &path);
+    let problems = realtime_problems(&t, &model);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // Its role: the consumers' grants on its own queues and markers, and the publishing.
+    let arns: Vec<String> = cqrs_realtime::channel::namespaces(&model)
+        .iter()
+        .map(|n| format!("arn:${{AWS::Partition}}:appsync:${{AWS::Region}}:${{AWS::AccountId}}:apis/${{RealtimeApi.ApiId}}/channelNamespace/{}", n.name))
+        .collect();
+    let publish: Vec<(&[&str], &str, &str)> = arns
+        .iter()
+        .map(|a| (&["appsync:EventPublish"][..], a.as_str(), ""))
+        .collect();
+    let problems = consumer_problems(&t, "Realtime", "realtime", false, &publish);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // Each check notices a widened template.
+    let restricted = "        - CommonReaders: system_admin\n";
+    for (from, to, needle) in [
+        (
+            "  RealtimeEvents:\n    Type: String\n    Default: 'off'\n",
+            "  RealtimeEvents:\n    Type: String\n    Default: 'on'\n",
+            "Parameters.RealtimeEvents",
+        ),
+        (
+            "      - Assert: !Equals [!Ref ChangeEvents, 'on']\n        AssertDescription: RealtimeEvents",
+            "      - Assert: !Equals [!Ref ChangeEvents, !Ref ChangeEvents]\n        AssertDescription: RealtimeEvents",
+            "Rules.RealtimeNeedsChangeEvents",
+        ),
+        (
+            "  RealtimeApi:\n    Type: AWS::AppSync::Api\n    Condition: RealtimeOn\n",
+            "  RealtimeApi:\n    Type: AWS::AppSync::Api\n",
+            "RealtimeApi: deployed with RealtimeEvents off",
+        ),
+        (
+            "  RealtimeWebSocketDomain:\n    Condition: RealtimeOn\n",
+            "  RealtimeWebSocketDomain:\n",
+            "Outputs.RealtimeWebSocketDomain",
+        ),
+        (
+            "        DefaultSubscribeAuthModes:\n          - AuthType: OPENID_CONNECT\n",
+            "        DefaultSubscribeAuthModes:\n          - AuthType: API_KEY\n",
+            "AuthType API_KEY",
+        ),
+        (
+            "        DefaultPublishAuthModes:\n          - AuthType: AWS_IAM\n",
+            "        DefaultPublishAuthModes:\n          - AuthType: OPENID_CONNECT\n",
+            "RealtimeApi publishes with",
+        ),
+        (
+            "      PublishAuthModes:\n        - AuthType: AWS_IAM\n",
+            "      PublishAuthModes:\n        - AuthType: OPENID_CONNECT\n",
+            "publishes with [{\"AuthType\":\"OPENID_CONNECT\"}]",
+        ),
+        (
+            "          export function onSubscribe(ctx) {\n",
+            "          export function onPublish(ctx) {\n            return ctx.events;\n          }\n          export function onSubscribe(ctx) {\n",
+            "its CodeHandlers is not on-subscribe.js",
+        ),
+        (
+            restricted,
+            "        - CommonReaders: everyone\n",
+            "namespaces: expected",
+        ),
+        (
+            "                  - appsync:EventPublish\n",
+            "                  - appsync:EventPublish\n                  - appsync:EventSubscribe\n",
+            "RealtimeRole: appsync:EventSubscribe",
+        ),
+        (
+            "/channelNamespace/order'\n",
+            "/channelNamespace/*'\n",
+            "RealtimeRole: appsync:EventPublish on",
+        ),
+        (
+            "          REALTIME_API_URL: !Sub 'https://${RealtimeApi.Dns.Http}/event'\n",
+            "          REALTIME_API_URL: !Sub 'http://${RealtimeApi.Dns.Http}/event'\n",
+            "REALTIME_API_URL",
+        ),
+    ] {
+        let problems = realtime_problems(&transform_mutated(&python, &path, from, to), &model);
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "{needle:?} not in {problems:#?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_consumer_or_route_named_realtime_is_refused() {
+    for declaration in [
+        "[consumers.realtime]\n",
+        "[routes.realtime]\nreads = [\"data\"]\n[routes.realtime.operations.rt]\nmethod = \"GET\"\npath = \"/rt\"\n",
+    ] {
+        let dir = scratch("named-realtime");
+        let example = read(&Path::new(ROOT).join("model.toml"));
+        std::fs::write(dir.join("model.toml"), format!("{example}\n{declaration}")).unwrap();
+        let (code, out, err) = template(&dir, &["--prefix", "shop"]);
+        assert_ne!(code, 0, "{declaration}: {out}{err}");
+        assert!(
+            err.contains("`realtime` is the framework's realtime publisher"),
+            "{declaration}: {err}"
+        );
+        assert!(!dir.join("template.yaml").exists(), "nothing written");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The code handler as the rendered template embeds it passes the onSubscribe table of
+/// clients/typescript/test/realtime.test.mjs under Node.
+#[test]
+fn the_embedded_on_subscribe_handler_passes_the_node_table() {
+    let Some(python) = python() else { return };
+    let node = Command::new("node").arg("--version").output();
+    if node.is_err() {
+        eprintln!("SKIPPED: node is not installed, so the embedded onSubscribe handler is not run");
+        if std::env::var_os("CI").is_some() {
+            panic!("node is needed under CI");
+        }
+        return;
+    }
+    let (dir, path) = feed_template("realtime-node");
+    let t = transform(&python, &path);
+    let text = t["Resources"]["RealtimeOrderNamespace"]["Properties"]["CodeHandlers"]["Fn::Sub"][0]
+        .as_str()
+        .expect("RealtimeOrderNamespace's CodeHandlers text")
+        .to_string();
+    let file = dir.join("on-subscribe.js");
+    std::fs::write(&file, &text).unwrap();
+    let client = Path::new(ROOT).join("clients/typescript");
+    let module = client.join("test/realtime.test.mjs");
+    let script = format!(
+        "import {{ readFileSync }} from 'node:fs';\n\
+         import {{ checkOnSubscribe }} from '{}';\n\
+         try {{\n\
+           const count = await checkOnSubscribe(readFileSync(process.env.CQRS_HANDLER, 'utf8'));\n\
+           console.log(`cases ${{count}}`);\n\
+           process.exit(0);\n\
+         }} catch (e) {{ console.error(String(e && e.stack || e)); process.exit(1); }}\n",
+        url_of(&module)
+    );
+    let run = |handler: &Path| {
+        Command::new("node")
+            .args(["--input-type=module", "-e", &script])
+            .current_dir(&client)
+            .env("CQRS_HANDLER", handler)
+            .output()
+            .unwrap()
+    };
+    let out = run(&file);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with("cases "),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cases: u32 = stdout.trim()["cases ".len()..].parse().unwrap();
+    assert!(cases >= 60, "ran {cases} cases");
+    // The same run fails a widened handler.
+    let widened = file.with_file_name("widened.js");
+    let wide = text.replace(
+        "} else if (tenant === own) {",
+        "} else if (tenant !== \"\") {",
+    );
+    assert_ne!(wide, text, "the comparison to widen was found");
+    std::fs::write(&widened, wide).unwrap();
+    let out = run(&widened);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("expected unauthorized, got allowed"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `file://` URL of an absolute path (for an ES module import).
+fn url_of(path: &Path) -> String {
+    let path = path.canonicalize().unwrap();
+    format!("file://{}", path.display())
 }

@@ -1,0 +1,9 @@
+//! The `realtime` Lambda function (deployed with `RealtimeEvents=on`): a consumer of the change
+//! feed that publishes every change event to the realtime API (AppSync Events), on its entity's
+//! namespace, where browsers subscribed to their tenant or to an item receive it. Nothing of the
+//! service's goes here: who may subscribe is the model's read rules.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    cqrs_realtime::run(library::MODEL).await
+}
