@@ -288,38 +288,61 @@ pub fn route_resources(route: &RouteFunction) -> String {
         line("            PayloadFormatVersion: '2.0'");
     }
     line("");
-    line(&format!("  {logs}:"));
-    line("    Type: AWS::Logs::LogGroup");
-    line("    Properties:");
-    line(&format!(
-        "      LogGroupName: !Sub '/aws/lambda/${{Prefix}}-{name}'"
-    ));
-    line("      RetentionInDays: !Ref LogRetentionInDays");
+    line(&log_group(&logs, None, name));
     line("");
-    line(&format!("  {alarm}:"));
-    line("    Type: AWS::CloudWatch::Alarm");
-    line("    Properties:");
-    line(&format!(
-        "      AlarmName: !Sub '${{Prefix}}-{name}-errors'"
-    ));
-    line("      AlarmDescription: >-");
-    line(&format!(
-        "        {name} failed (an unhandled error or a timeout): see its log group."
-    ));
-    line("      Namespace: AWS/Lambda");
-    line("      MetricName: Errors");
-    line("      Dimensions:");
-    line("        - Name: FunctionName");
-    line(&format!("          Value: !Ref {function}"));
-    line("      Statistic: Sum");
-    line("      Period: 60");
-    line("      EvaluationPeriods: 1");
-    line("      Threshold: 0");
-    line("      ComparisonOperator: GreaterThanThreshold");
-    line("      TreatMissingData: notBreaching");
-    line("      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref 'AWS::NoValue']");
-    line("      OKActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref 'AWS::NoValue']");
+    line(&errors_alarm(&alarm, None, name, &function));
     y
+}
+
+/// A function's log group (`/aws/lambda/<prefix>-<name>`, the template's retention), as YAML lines
+/// without the last newline; `condition` is its `    Condition: …` line.
+fn log_group(id: &str, condition: Option<&str>, name: &str) -> String {
+    let mut lines = vec![
+        format!("  {id}:"),
+        "    Type: AWS::Logs::LogGroup".to_string(),
+    ];
+    lines.extend(condition.map(str::to_string));
+    lines.extend([
+        "    Properties:".to_string(),
+        format!("      LogGroupName: !Sub '/aws/lambda/${{Prefix}}-{name}'"),
+        "      RetentionInDays: !Ref LogRetentionInDays".to_string(),
+    ]);
+    lines.join("\n")
+}
+
+/// The alarm on a function's errors (any unhandled error or timeout in a minute), as YAML lines
+/// without the last newline; `condition` is its `    Condition: …` line.
+fn errors_alarm(id: &str, condition: Option<&str>, name: &str, function: &str) -> String {
+    let mut lines = vec![
+        format!("  {id}:"),
+        "    Type: AWS::CloudWatch::Alarm".to_string(),
+    ];
+    lines.extend(condition.map(str::to_string));
+    lines.extend([
+        "    Properties:".to_string(),
+        format!("      AlarmName: !Sub '${{Prefix}}-{name}-errors'"),
+        "      AlarmDescription: >-".to_string(),
+        format!("        {name} failed (an unhandled error or a timeout): see its log group."),
+        "      Namespace: AWS/Lambda".to_string(),
+        "      MetricName: Errors".to_string(),
+        "      Dimensions:".to_string(),
+        "        - Name: FunctionName".to_string(),
+        format!("          Value: !Ref {function}"),
+    ]);
+    lines.extend(
+        [
+            "      Statistic: Sum",
+            "      Period: 60",
+            "      EvaluationPeriods: 1",
+            "      Threshold: 0",
+            "      ComparisonOperator: GreaterThanThreshold",
+            "      TreatMissingData: notBreaching",
+            "      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref 'AWS::NoValue']",
+            "      OKActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref 'AWS::NoValue']",
+        ]
+        .map(str::to_string),
+    );
+    lines.join("\n")
 }
 
 /// The logical ids of a consumer's resources: function, role, queue, dead-letter queue, queue
@@ -786,14 +809,7 @@ fn consumer_block(consumer: &ConsumerFunction, kind: &ConsumerKind<'_>) -> Strin
         consumer.maximum_concurrency
     ));
     line("");
-    line(&format!("  {logs}:"));
-    line("    Type: AWS::Logs::LogGroup");
-    line(condition);
-    line("    Properties:");
-    line(&format!(
-        "      LogGroupName: !Sub '/aws/lambda/${{Prefix}}-{name}'"
-    ));
-    line("      RetentionInDays: !Ref LogRetentionInDays");
+    line(&log_group(&logs, Some(condition), name));
     line("");
     line("  # Its lag: the age of the oldest event in its queue (also when the function is not");
     line("  # invoked at all: the runtime's own LagMax metric is then silent).");
@@ -847,30 +863,7 @@ fn consumer_block(consumer: &ConsumerFunction, kind: &ConsumerKind<'_>) -> Strin
     line("      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref 'AWS::NoValue']");
     line("      OKActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref 'AWS::NoValue']");
     line("");
-    line(&format!("  {errors}:"));
-    line("    Type: AWS::CloudWatch::Alarm");
-    line(condition);
-    line("    Properties:");
-    line(&format!(
-        "      AlarmName: !Sub '${{Prefix}}-{name}-errors'"
-    ));
-    line("      AlarmDescription: >-");
-    line(&format!(
-        "        {name} failed (an unhandled error or a timeout): see its log group."
-    ));
-    line("      Namespace: AWS/Lambda");
-    line("      MetricName: Errors");
-    line("      Dimensions:");
-    line("        - Name: FunctionName");
-    line(&format!("          Value: !Ref {function}"));
-    line("      Statistic: Sum");
-    line("      Period: 60");
-    line("      EvaluationPeriods: 1");
-    line("      Threshold: 0");
-    line("      ComparisonOperator: GreaterThanThreshold");
-    line("      TreatMissingData: notBreaching");
-    line("      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref 'AWS::NoValue']");
-    line("      OKActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref 'AWS::NoValue']");
+    line(&errors_alarm(&errors, Some(condition), name, &function));
     y
 }
 
