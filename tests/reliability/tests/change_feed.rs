@@ -52,8 +52,7 @@ use cqrs_local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
 use cqrs_local_stack::moto;
 use cqrs_local_stack::sqs_mapper::{InvokeSqs, SqsMapper, SqsMapperConfig};
 use feed::{
-    Key, RuntimeInProcess, SyncInProcess, Totals, check_order, consumer_queue, depth, fifo_queue,
-    mapper, poll,
+    Key, RuntimeInProcess, SyncInProcess, Totals, check_order, depth, fifo_queue, mapper, poll,
 };
 use futures::StreamExt;
 use futures::future::{BoxFuture, FutureExt};
@@ -490,30 +489,11 @@ async fn every_consumer_sees_every_version_once_in_order_through_chaos_a_failure
     // 3. The topic, the consumers' queues and dead-letter queues on moto.
     let sqs = moto::sqs_client(&endpoint);
     let sns = moto::sns_client(&endpoint);
-    let topic = sns
-        .create_topic()
-        .name("shop-events.fifo")
-        .attributes("FifoTopic", "true")
-        .attributes("ContentBasedDeduplication", "false")
-        .send()
-        .await
-        .unwrap()
-        .topic_arn
-        .unwrap();
-    let (a_url, a_arn, a_dlq) = consumer_queue(&sqs, &sns, &topic, "shop-consumer-a").await;
-    let (b_url, b_arn, b_dlq) = consumer_queue(&sqs, &sns, &topic, "shop-consumer-b").await;
+    let (topic, (a_url, a_arn, a_dlq), (b_url, b_arn, b_dlq)) =
+        feed::topic_with_consumers_a_and_b(&sqs, &sns).await;
 
     let feed = || cqrs_events::Feed::new(cqrs_model::Model::example(), "urn:cqrs:shop");
-    let parked_store = cqrs_store::Store::new(
-        tables.client.clone(),
-        cqrs_store::Tables::new(
-            &tables.command,
-            &tables.data,
-            &tables.history,
-            &tables.idempotency,
-        )
-        .with_parked(&tables.parked),
-    );
+    let parked_store = feed::parked_store(&tables);
     let topic_handle = Arc::new(FlakyTopic {
         inner: SnsTopic::new(sns.clone(), &topic),
         refusing: AtomicBool::new(true),

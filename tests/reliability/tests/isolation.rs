@@ -71,7 +71,7 @@ use cqrs_local_stack::mapper::{Invoke, InvokeError, MapperConfig, deliver};
 use cqrs_local_stack::moto;
 use cqrs_local_stack::sqs_mapper::SqsMapper;
 use cqrs_local_stack::stream::StreamReader;
-use feed::{Key, RuntimeInProcess, SyncInProcess, Totals, check_order, consumer_queue, depth};
+use feed::{Key, RuntimeInProcess, SyncInProcess, Totals, check_order, depth};
 use futures::future::{BoxFuture, FutureExt};
 
 /// Products written to, round robin (each gets a new version every `ITEMS / rate` seconds).
@@ -585,30 +585,11 @@ async fn a_failing_consumer_leaves_the_other_consumer_and_the_publisher_alone_an
     let sns = moto::sns_client(&endpoint);
 
     // The topic, A's and B's queues and dead-letter queues.
-    let topic = sns
-        .create_topic()
-        .name("shop-events.fifo")
-        .attributes("FifoTopic", "true")
-        .attributes("ContentBasedDeduplication", "false")
-        .send()
-        .await
-        .unwrap()
-        .topic_arn
-        .unwrap();
-    let (a_url, a_arn, a_dlq) = consumer_queue(&sqs, &sns, &topic, "shop-consumer-a").await;
-    let (b_url, b_arn, b_dlq) = consumer_queue(&sqs, &sns, &topic, "shop-consumer-b").await;
+    let (topic, (a_url, a_arn, a_dlq), (b_url, b_arn, b_dlq)) =
+        feed::topic_with_consumers_a_and_b(&sqs, &sns).await;
 
     let feed = || cqrs_events::Feed::new(cqrs_model::Model::example(), "urn:cqrs:shop");
-    let parked_store = cqrs_store::Store::new(
-        tables.client.clone(),
-        cqrs_store::Tables::new(
-            &tables.command,
-            &tables.data,
-            &tables.history,
-            &tables.idempotency,
-        )
-        .with_parked(&tables.parked),
-    );
+    let parked_store = feed::parked_store(tables);
     let a = Watch::new("a");
     let b = Watch::new("b");
     let runtime = |consumer: Arc<Watch>, dlq: &str| {

@@ -80,6 +80,44 @@ pub async fn consumer_queue(
     (url, arn, dlq_url)
 }
 
+/// A consumer's queues: (queue URL, queue ARN, dead-letter URL), as [`consumer_queue`] answers.
+pub type ConsumerQueue = (String, String, String);
+
+/// The shop's events topic `shop-events.fifo` on moto, and the queues of consumers A and B
+/// subscribed to it ([`consumer_queue`]): (topic ARN, A's, B's).
+pub async fn topic_with_consumers_a_and_b(
+    sqs: &aws_sdk_sqs::Client,
+    sns: &aws_sdk_sns::Client,
+) -> (String, ConsumerQueue, ConsumerQueue) {
+    let topic = sns
+        .create_topic()
+        .name("shop-events.fifo")
+        .attributes("FifoTopic", "true")
+        .attributes("ContentBasedDeduplication", "false")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    let a = consumer_queue(sqs, sns, &topic, "shop-consumer-a").await;
+    let b = consumer_queue(sqs, sns, &topic, "shop-consumer-b").await;
+    (topic, a, b)
+}
+
+/// The store of `tables` with their parked table (where the publisher parks).
+pub fn parked_store(tables: &cqrs_testkit::TestTables) -> cqrs_store::Store {
+    cqrs_store::Store::new(
+        tables.client.clone(),
+        cqrs_store::Tables::new(
+            &tables.command,
+            &tables.data,
+            &tables.history,
+            &tables.idempotency,
+        )
+        .with_parked(&tables.parked),
+    )
+}
+
 /// Messages in `queue_url`, visible or in flight.
 pub async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> usize {
     let attributes = sqs
