@@ -10,7 +10,6 @@
 //! does not is never published (the consumer logs and counts it, [`crate::Skip`]).
 
 use cqrs_model::{Model, ReadRule};
-use sha2::{Digest, Sha256};
 
 /// The longest channel segment (the namespace name's limit, AppSync API reference
 /// `ChannelNamespace.name`: 1 to 50 characters).
@@ -54,8 +53,8 @@ pub fn namespace(entity: &str) -> String {
     entity.replace('_', "-")
 }
 
-/// An item's channel segment: the first 32 hexadecimal digits (128 bits) of the SHA-256 of its
-/// partition key, a NUL byte and its sort key without version. A browser computes it with
+/// An item's channel segment ([`cqrs_keys::item_hex_token`]): the first 32 hexadecimal digits
+/// (128 bits) of the SHA-256 of its partition key, a NUL byte and its sort key without version. A browser computes it with
 /// `crypto.subtle.digest('SHA-256', ...)` on the same bytes (UTF-8).
 ///
 /// ```
@@ -67,13 +66,7 @@ pub fn namespace(entity: &str) -> String {
 /// assert_ne!(token, item_token("ORDER#t1", "O2"));
 /// ```
 pub fn item_token(pk: &str, sk: &str) -> String {
-    let base = cqrs_keys::remove_sort_key_version(sk);
-    let mut hasher = Sha256::new();
-    hasher.update(pk.as_bytes());
-    hasher.update([0u8]);
-    hasher.update(base.as_bytes());
-    let digest = hasher.finalize();
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    cqrs_keys::item_hex_token(pk, sk)
 }
 
 /// One namespace of the realtime API, as the template declares it.

@@ -228,14 +228,25 @@ pub const CONSUMER_KEY_PREFIX: &str = "CONSUMER";
 /// assert_ne!(key, cqrs_keys::consumer_marker_key("mailer", "PRODUCT#t1", "P001"));
 /// ```
 pub fn consumer_marker_key(consumer: &str, pk: &str, base_sk: &str) -> String {
-    let token = member_token(pk, base_sk);
-    let mut key =
-        String::with_capacity(CONSUMER_KEY_PREFIX.len() + 2 + consumer.len() + token.len());
+    let mut key = consumer_marker_prefix(consumer);
+    key.push_str(&member_token(pk, base_sk));
+    key
+}
+
+/// What every marker key of consumer `consumer` starts with: `CONSUMER#<consumer>#` (its role's
+/// `dynamodb:LeadingKeys` condition is this prefix and `*`).
+///
+/// ```
+/// assert_eq!(cqrs_keys::consumer_marker_prefix("search"), "CONSUMER#search#");
+/// let key = cqrs_keys::consumer_marker_key("search", "PRODUCT#t1", "P001");
+/// assert!(key.starts_with(&cqrs_keys::consumer_marker_prefix("search")));
+/// ```
+pub fn consumer_marker_prefix(consumer: &str) -> String {
+    let mut key = String::with_capacity(CONSUMER_KEY_PREFIX.len() + 2 + consumer.len() + 22);
     key.push_str(CONSUMER_KEY_PREFIX);
     key.push(KEY_SEPARATOR);
     key.push_str(consumer);
     key.push(KEY_SEPARATOR);
-    key.push_str(&token);
     key
 }
 
@@ -250,12 +261,35 @@ pub fn consumer_marker_key(consumer: &str, pk: &str, base_sk: &str) -> String {
 /// assert_ne!(token, cqrs_keys::member_token("LOAN#t1", "L2"));
 /// ```
 pub fn member_token(pk: &str, base_sk: &str) -> String {
-    let base = remove_sort_key_version(base_sk);
+    digest22(&item_bytes(pk, base_sk))
+}
+
+/// An item's token in hexadecimal, for places that take neither `_` nor `-` as base64url has them
+/// (the realtime API's channel segments): the first 32 hexadecimal digits (128 bits) of the same
+/// SHA-256 as [`member_token`]'s (`pk`, a NUL byte, the base sort key). A browser computes it with
+/// `crypto.subtle.digest('SHA-256', ...)` on the same UTF-8 bytes.
+///
+/// ```
+/// let token = cqrs_keys::item_hex_token("ORDER#t1", "O1@7");
+/// assert_eq!(token.len(), 32);
+/// assert!(token.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+/// assert_eq!(token, cqrs_keys::item_hex_token("ORDER#t1", "O1"), "the version is not part of it");
+/// assert_ne!(token, cqrs_keys::item_hex_token("ORDER#t1", "O2"));
+/// ```
+pub fn item_hex_token(pk: &str, base_sk: &str) -> String {
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(item_bytes(pk, base_sk));
+    hash.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes an item's tokens digest: `pk`, a NUL byte, the sort key without its version.
+fn item_bytes(pk: &str, sk: &str) -> Vec<u8> {
+    let base = remove_sort_key_version(sk);
     let mut bytes = Vec::with_capacity(pk.len() + 1 + base.len());
     bytes.extend_from_slice(pk.as_bytes());
     bytes.push(0);
     bytes.extend_from_slice(base.as_bytes());
-    digest22(&bytes)
+    bytes
 }
 
 /// The item id: `pk#sk` with any version removed from `sk`.

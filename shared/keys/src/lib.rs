@@ -79,8 +79,9 @@ pub use error::KeyError;
 pub use helpers::{
     CONSUMER_KEY_PREFIX, COUNTER_KEY_PREFIX, GUARD_GLOBAL_SCOPE, GUARD_KEY_PREFIX, HEAD_KEY_PREFIX,
     HEADS_STATE_KEY, MASTER_PK_PREFIX, SEQ_PK_PREFIX, TTL_SK_PREFIX, consumer_marker_key,
-    counter_key, generate_id, guard_key, head_key, is_ttl_policy_key, legacy_head_key, master_pk,
-    member_token, parse_guard_key, seq_pk, sort_key_base_from_id, split_id, tenant_code, ttl_sk,
+    consumer_marker_prefix, counter_key, generate_id, guard_key, head_key, is_ttl_policy_key,
+    item_hex_token, legacy_head_key, master_pk, member_token, parse_guard_key, seq_pk,
+    sort_key_base_from_id, split_id, tenant_code, ttl_sk,
 };
 pub use multi_attribute::{
     AttributeKind, KeyAttribute, multi_attribute_key, parse_multi_attribute_key,

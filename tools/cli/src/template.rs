@@ -204,25 +204,7 @@ pub fn route_resources(route: &RouteFunction) -> String {
             _ => "  #   - (unknown access)",
         });
     }
-    line(&format!("  {role}:"));
-    line("    Type: AWS::IAM::Role");
-    line("    Properties:");
-    line(&format!(
-        "      Description: {}",
-        quoted(&format!("{name} - the service's own routes."))
-    ));
-    line("      AssumeRolePolicyDocument:");
-    line("        Version: '2012-10-17'");
-    line("        Statement:");
-    line("          - Effect: Allow");
-    line("            Principal:");
-    line("              Service: lambda.amazonaws.com");
-    line("            Action: sts:AssumeRole");
-    line("      Policies:");
-    line(&format!("        - PolicyName: {name}"));
-    line("          PolicyDocument:");
-    line("            Version: '2012-10-17'");
-    line("            Statement:");
+    line(&role_header(&role, None, name, "the service's own routes."));
     line("              - Sid: Logs");
     line("                Effect: Allow");
     line("                Action:");
@@ -292,6 +274,38 @@ pub fn route_resources(route: &RouteFunction) -> String {
     line("");
     line(&errors_alarm(&alarm, None, name, &function));
     y
+}
+
+/// The head of a function's role, up to its one policy's `Statement:` line (the statements follow),
+/// as YAML lines without the last newline: Lambda may assume it, its description is
+/// `<name> - <what>`, its policy is named after the function.
+fn role_header(id: &str, condition: Option<&str>, name: &str, what: &str) -> String {
+    let mut lines = vec![format!("  {id}:"), "    Type: AWS::IAM::Role".to_string()];
+    lines.extend(condition.map(str::to_string));
+    lines.extend([
+        "    Properties:".to_string(),
+        format!("      Description: {}", quoted(&format!("{name} - {what}"))),
+    ]);
+    lines.extend(
+        [
+            "      AssumeRolePolicyDocument:",
+            "        Version: '2012-10-17'",
+            "        Statement:",
+            "          - Effect: Allow",
+            "            Principal:",
+            "              Service: lambda.amazonaws.com",
+            "            Action: sts:AssumeRole",
+            "      Policies:",
+        ]
+        .map(str::to_string),
+    );
+    lines.extend([
+        format!("        - PolicyName: {name}"),
+        "          PolicyDocument:".to_string(),
+        "            Version: '2012-10-17'".to_string(),
+        "            Statement:".to_string(),
+    ]);
+    lines.join("\n")
 }
 
 /// A function's log group (`/aws/lambda/<prefix>-<name>`, the template's retention), as YAML lines
@@ -678,26 +692,12 @@ fn consumer_block(consumer: &ConsumerFunction, kind: &ConsumerKind<'_>) -> Strin
     line("      RedrivePolicy:");
     line(&format!("        deadLetterTargetArn: !GetAtt {dlq}.Arn"));
     line("");
-    line(&format!("  {role}:"));
-    line("    Type: AWS::IAM::Role");
-    line(condition);
-    line("    Properties:");
-    line(&format!(
-        "      Description: {}",
-        quoted(&format!("{name} - a consumer of the change events."))
+    line(&role_header(
+        &role,
+        Some(condition),
+        name,
+        "a consumer of the change events.",
     ));
-    line("      AssumeRolePolicyDocument:");
-    line("        Version: '2012-10-17'");
-    line("        Statement:");
-    line("          - Effect: Allow");
-    line("            Principal:");
-    line("              Service: lambda.amazonaws.com");
-    line("            Action: sts:AssumeRole");
-    line("      Policies:");
-    line(&format!("        - PolicyName: {name}"));
-    line("          PolicyDocument:");
-    line("            Version: '2012-10-17'");
-    line("            Statement:");
     line("              # Its event source mapping receives and deletes with this role; the");
     line("              # runtime changes a retried event's visibility.");
     line("              - Sid: Queue");
@@ -727,7 +727,10 @@ fn consumer_block(consumer: &ConsumerFunction, kind: &ConsumerKind<'_>) -> Strin
     line("                Condition:");
     line("                  ForAllValues:StringLike:");
     line("                    dynamodb:LeadingKeys:");
-    line(&format!("                      - 'CONSUMER#{name}#*'"));
+    line(&format!(
+        "                      - '{}*'",
+        cqrs_keys::consumer_marker_prefix(name)
+    ));
     line("              # The versions an event refers to (gap fills, stateref events).");
     line("              - Sid: HistoryTable");
     line("                Effect: Allow");
