@@ -27,6 +27,9 @@
 //!     the item's later messages of the batch are parked "held behind".
 //! - **Metrics** ([`metrics`]): one EMF line per batch, with `LagMax` (the age of the oldest event).
 //!
+//! The framework's own consumers: [`change_log`] (the change log, `ChangeLog=on`) and
+//! `cqrs_realtime` (realtime to browsers, `RealtimeEvents=on`).
+//!
 //! For the operator: [`redrive`] moves a consumer's dead-letter queue back into its queue (`cqrs
 //! redrive consumer`), [`replay`] feeds its queue from the history table (`cqrs replay`, a full
 //! table scan).
@@ -65,6 +68,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod change_log;
 pub mod marker;
 pub mod metrics;
 pub mod park;

@@ -969,13 +969,15 @@ pub enum StartError {
     Undeclared(String),
 }
 
-/// The consumers the framework itself deploys, outside `model.toml`'s `[consumers]` (the
-/// realtime API's publisher).
+/// The consumers the framework itself deploys, outside `model.toml`'s `[consumers]`: the realtime
+/// API's publisher (`cqrs_realtime`, `RealtimeEvents=on`) and the change log
+/// ([`crate::change_log`], `ChangeLog=on`). `cqrs template` refuses a route or consumer of
+/// `model.toml` named as one of them.
 ///
 /// ```
-/// assert!(cqrs_consumer::runtime::FRAMEWORK_CONSUMERS.contains(&"realtime"));
+/// assert_eq!(cqrs_consumer::runtime::FRAMEWORK_CONSUMERS, ["realtime", "change-log"]);
 /// ```
-pub const FRAMEWORK_CONSUMERS: [&str; 1] = ["realtime"];
+pub const FRAMEWORK_CONSUMERS: [&str; 2] = ["realtime", crate::change_log::NAME];
 
 /// Whether a consumer named `name` may run with `model_text`: declared as `[consumers.<name>]`,
 /// or one of [`FRAMEWORK_CONSUMERS`].

@@ -1,7 +1,13 @@
-//! The example sync target: a per-tenant, per-month change log in time-series keys.
+//! The change log: a per-tenant, per-month log of every version in time-series keys.
 //!
-//! For every projected version, [`ChangeLog`] writes one entry, once, into a table of your choice
-//! (`CHANGE_LOG_TABLE`; any table with string keys `pk` and `sk`, the data table included):
+//! **It runs as the framework's consumer `change-log`** (`cqrs_consumer::change_log`, template
+//! parameter `ChangeLog=on`, entries in the data table): [`ChangeLog`] is that consumer's target,
+//! behind `cqrs_consumer::FromSyncTarget`. Run inside data-sync as a sync target (turned on by
+//! `CHANGE_LOG_TABLE` on data-sync) it is deprecated, and still works until the next major
+//! version; both write the same entries, so a stack can move from one to the other.
+//!
+//! For every version, [`ChangeLog`] writes one entry, once, into a table of your choice
+//! (any table with string keys `pk` and `sk`, the data table included):
 //!
 //! ```text
 //! pk = CQRS_CHANGE_LOG#<tenant>#<YYYY-MM>        (cqrs_keys::change_log_pk)
@@ -47,8 +53,9 @@ use futures::future::{BoxFuture, FutureExt};
 
 use crate::target::{Change, SyncTarget, TargetError};
 
-/// The environment variable naming the change log's table; data-sync runs the change log only when
-/// it is set.
+/// The environment variable naming the change log's table: data-sync runs the change log (deprecated)
+/// only when it is set; the consumer `change-log` writes there when it is set, else into
+/// `DATA_TABLE`.
 pub const CHANGE_LOG_TABLE_ENV: &str = "CHANGE_LOG_TABLE";
 
 /// Writes a per-tenant time-series log of every version (see the [module docs](self)).

@@ -684,7 +684,8 @@ fn record_span(entry: &Entry) -> tracing::Span {
 /// Runs data-sync as a Lambda function on the command table's stream: builds the DynamoDB client
 /// and the configuration once per cold start (each phase timed and logged once, see
 /// [`cqrs_store::client::InitClock`]), the framework's own targets (the change log when
-/// `CHANGE_LOG_TABLE` is set), then the service's (`targets` adds them with
+/// `CHANGE_LOG_TABLE` is set: deprecated, with a warning at cold start; the change log is the
+/// consumer `cqrs_consumer::change_log` now), then the service's (`targets` adds them with
 /// [`DataSync::with_target`]), and hands every batch to [`handle_event`]. A service's `data-sync`
 /// binary is this call:
 ///
@@ -697,7 +698,7 @@ fn record_span(entry: &Entry) -> tracing::Span {
 ///
 /// Configuration: `COMMAND_TABLE`, `DATA_TABLE`, `HISTORY_TABLE`, `IDEMPOTENCY_TABLE`,
 /// `PARKED_TABLE` (required here: where records that can never be projected are parked),
-/// `CHANGE_LOG_TABLE` (optional), and the client's variables ([`cqrs_store::client`]).
+/// `CHANGE_LOG_TABLE` (optional, deprecated), and the client's variables ([`cqrs_store::client`]).
 ///
 /// # Errors
 ///
@@ -717,7 +718,15 @@ pub async fn run(
     let store = cqrs_store::Store::new(client_from_env(&mut init)?, tables);
     let mut sync = DataSync::new(store.clone());
     if let Some(change_log) = change_log::ChangeLog::from_env(&store) {
-        tracing::info!(table = change_log.table(), "change log enabled");
+        // Deprecated: the change log is the framework consumer `change-log` now
+        // (cqrs_consumer::change_log, template parameter ChangeLog=on). It keeps running here,
+        // writing the same entries, until the next major version.
+        tracing::warn!(
+            table = change_log.table(),
+            "change log enabled by CHANGE_LOG_TABLE on data-sync, which is deprecated: deploy \
+             with ChangeLog=on (the consumer change-log writes the same entries) and remove \
+             CHANGE_LOG_TABLE from data-sync"
+        );
         sync.targets.push(Arc::new(change_log));
     }
     let sync = targets(&store, sync);

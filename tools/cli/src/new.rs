@@ -43,6 +43,7 @@ const TASK_REPORT: &str = include_str!("new/service/src/bin/task-report.rs");
 const EVENT_PUBLISHER: &str = include_str!("new/service/src/bin/event-publisher.rs");
 const TASK_AUDIT: &str = include_str!("new/service/src/bin/task-audit.rs");
 const REALTIME: &str = include_str!("new/service/src/bin/realtime.rs");
+const CHANGE_LOG: &str = include_str!("new/service/src/bin/change-log.rs");
 const LIB: &str = include_str!("new/service/src/lib.rs.in");
 const MODEL_TEST: &str = include_str!("new/service/tests/model.rs");
 const REPORT_TEST: &str = include_str!("new/service/tests/report.rs");
@@ -367,6 +368,7 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         ("src/bin/event-publisher.rs", fill(EVENT_PUBLISHER)),
         ("src/bin/task-audit.rs", fill(TASK_AUDIT)),
         ("src/bin/realtime.rs", fill(REALTIME)),
+        ("src/bin/change-log.rs", fill(CHANGE_LOG)),
         ("migrations/V1__model.sql", first_migration),
         ("migrations/schema.json", schema_json),
         ("tests/model.rs", fill(MODEL_TEST)),

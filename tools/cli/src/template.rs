@@ -522,9 +522,66 @@ pub fn realtime_resources(model: &Model) -> String {
     y
 }
 
-/// What sets one consumer's block apart from another's: the framework's own consumer `realtime`
-/// ([`realtime_resources`]) is deployed under its own condition, with its own variables and
-/// grants.
+/// The consumer's name of the framework's change log (`src/bin/change-log.rs`,
+/// `cqrs_consumer::change_log::run`): a model consumer or route of that name is refused by
+/// [`render`].
+pub const CHANGE_LOG: &str = cqrs_consumer::change_log::NAME;
+
+/// The framework's change log as a consumer: every entity, the consumers' defaults (batch 10,
+/// 5 attempts, timeout 30 s).
+pub fn change_log_consumer() -> ConsumerFunction {
+    let model = Model::parse(&format!(
+        "[consumers.{CHANGE_LOG}]\ndescription = \"Writes the change log: one entry per version of every item, per tenant and month, in the data table.\"\n"
+    ))
+    .unwrap_or_else(|e| panic!("the change log consumer's declaration: {e}"));
+    model
+        .consumer(CHANGE_LOG)
+        .cloned()
+        .unwrap_or_else(|| panic!("the change log consumer is declared"))
+}
+
+/// The change log's resources, under the condition `ChangeLogOn`: the consumer `change-log`
+/// (`cqrs_consumer::change_log`), its role granted `PutItem` on the data table's
+/// `CQRS_CHANGE_LOG#` partitions alone (an entry is written if absent; the old item comes back
+/// with the failed condition, so nothing is read).
+pub fn change_log_resources() -> String {
+    let prefix = format!(
+        "{}{}",
+        cqrs_keys::CHANGE_LOG_PK_PREFIX,
+        cqrs_keys::KEY_SEPARATOR
+    );
+    let statements: String = [
+        format!("# Its entries: the data table's {prefix}<tenant>#<YYYY-MM> partitions,"),
+        "# written once each (if absent), and no other item of the data table.".to_string(),
+        "- Sid: ChangeLogEntries".to_string(),
+        "  Effect: Allow".to_string(),
+        "  Action:".to_string(),
+        "    - dynamodb:PutItem".to_string(),
+        "  Resource: !GetAtt DataTable.Arn".to_string(),
+        "  Condition:".to_string(),
+        "    ForAllValues:StringLike:".to_string(),
+        "      dynamodb:LeadingKeys:".to_string(),
+        format!("        - '{prefix}*'"),
+    ]
+    .iter()
+    .map(|line| format!("              {line}\n"))
+    .collect();
+    consumer_block(
+        &change_log_consumer(),
+        &ConsumerKind {
+            condition: "ChangeLogOn",
+            intro: "  # change-log: the framework's consumer of every change event (when ChangeLogOn): it\n  \
+                    # writes each version's entry into the data table's change log (cqrs_consumer::change_log).\n  \
+                    # Its FIFO queue gets the events from EventsTopic in order per item;",
+            variables: &[],
+            statements: &statements,
+        },
+    )
+}
+
+/// What sets one consumer's block apart from another's: the framework's own consumers `realtime`
+/// ([`realtime_resources`]) and `change-log` ([`change_log_resources`]) are deployed under their
+/// own conditions, with their own variables and grants.
 struct ConsumerKind<'a> {
     /// The condition of every resource of the block.
     condition: &'a str,
@@ -536,7 +593,8 @@ struct ConsumerKind<'a> {
     statements: &'a str,
 }
 
-/// The resources of one consumer ([`consumer_resources`], [`realtime_resources`]).
+/// The resources of one consumer ([`consumer_resources`], [`realtime_resources`],
+/// [`change_log_resources`]).
 fn consumer_block(consumer: &ConsumerFunction, kind: &ConsumerKind<'_>) -> String {
     let name = &consumer.name;
     let [
@@ -1214,30 +1272,42 @@ pub fn render(model: &Model, prefix: &str, own: Option<&str>) -> Result<Rendered
         }
         routes.push_str(&consumer_resources(consumer));
     }
-    // The realtime API's namespaces and publisher (`RealtimeOn`): after the model's, so that a
-    // route or consumer named `realtime` is refused by name, not by a clashing id.
-    if let Some(clash) = model
+    // The framework's own consumers, the realtime API's namespaces and publisher (`RealtimeOn`)
+    // and the change log (`ChangeLogOn`): after the model's, so that a route or consumer named
+    // as one of them is refused by name, not by a clashing id.
+    for name in model
         .routes()
         .iter()
         .map(|r| &r.name)
         .chain(model.consumers().iter().map(|c| &c.name))
-        .find(|name| *name == REALTIME)
     {
-        return Err(format!(
-            "model.toml: `{clash}` is the framework's realtime publisher (RealtimeEvents): name \
-             the function another way"
-        ));
+        if name == REALTIME {
+            return Err(format!(
+                "model.toml: `{name}` is the framework's realtime publisher (RealtimeEvents): \
+                 name the function another way"
+            ));
+        }
+        if name == CHANGE_LOG {
+            return Err(format!(
+                "model.toml: `{name}` is the framework's change log (ChangeLog): name the \
+                 function another way"
+            ));
+        }
     }
-    for id in realtime_ids(model) {
+    for id in realtime_ids(model)
+        .into_iter()
+        .chain(consumer_ids(&change_log_consumer()))
+    {
         if let Some(origin) = taken.get(&id) {
             return Err(format!(
-                "model.toml: the realtime API's resource {id} is already {}'s: name that another way",
+                "model.toml: the framework's resource {id} is already {}'s: name that another way",
                 origin.describe()
             ));
         }
         taken.insert(id.clone(), Origin::Framework);
     }
     routes.push_str(&realtime_resources(model));
+    routes.push_str(&change_log_resources());
     if !routes.is_empty() {
         text = insert_into(&text, "Resources", &routes);
     }
@@ -1872,13 +1942,13 @@ path = "/members/{memberId}/loans"
         assert!(model.routes().is_empty());
         let rendered = render(&model, "cqrs", None).unwrap();
         // The framework's, and its realtime namespaces and publisher (RealtimeOn), which are
-        // the model's entities'.
+        // the model's entities', and its change log (ChangeLogOn).
         let framework = format!(
             "{HEADER}{}",
             insert_into(
                 &crate::new::sam_template(&model, "cqrs"),
                 "Resources",
-                &realtime_resources(&model)
+                &(realtime_resources(&model) + &change_log_resources())
             )
         );
         assert!(

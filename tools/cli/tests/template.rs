@@ -870,11 +870,12 @@ fn events_off_problems(t: &Value, consumers: &[&str]) -> Vec<String> {
             }
         }
     }
-    // RealtimeOn implies ChangeEventsOn (the rule RealtimeNeedsChangeEvents, checked by
-    // realtime_problems).
+    // RealtimeOn and ChangeLogOn imply ChangeEventsOn (the rules RealtimeNeedsChangeEvents and
+    // ChangeLogNeedsChangeEvents, checked by realtime_problems and change_log_problems).
     for id in &events {
         let realtime = id.starts_with("Realtime") && resources[id]["Condition"] == "RealtimeOn";
-        if resources[id]["Condition"] != "ChangeEventsOn" && !realtime {
+        let change_log = id.starts_with("ChangeLog") && resources[id]["Condition"] == "ChangeLogOn";
+        if resources[id]["Condition"] != "ChangeEventsOn" && !realtime && !change_log {
             problems.push(format!("{id}: deployed with ChangeEvents off"));
         }
     }
@@ -1258,23 +1259,173 @@ fn realtime_is_off_by_default_publishes_by_iam_only_and_subscribes_by_the_read_r
 }
 
 #[test]
-fn a_consumer_or_route_named_realtime_is_refused() {
-    for declaration in [
-        "[consumers.realtime]\n",
-        "[routes.realtime]\nreads = [\"data\"]\n[routes.realtime.operations.rt]\nmethod = \"GET\"\npath = \"/rt\"\n",
+fn a_consumer_or_route_named_as_a_framework_consumer_is_refused() {
+    for (name, says) in [
+        (
+            "realtime",
+            "`realtime` is the framework's realtime publisher",
+        ),
+        ("change-log", "`change-log` is the framework's change log"),
     ] {
-        let dir = scratch("named-realtime");
-        let example = read(&Path::new(ROOT).join("model.toml"));
-        std::fs::write(dir.join("model.toml"), format!("{example}\n{declaration}")).unwrap();
-        let (code, out, err) = template(&dir, &["--prefix", "shop"]);
-        assert_ne!(code, 0, "{declaration}: {out}{err}");
-        assert!(
-            err.contains("`realtime` is the framework's realtime publisher"),
-            "{declaration}: {err}"
-        );
-        assert!(!dir.join("template.yaml").exists(), "nothing written");
-        let _ = std::fs::remove_dir_all(&dir);
+        for declaration in [
+            format!("[consumers.{name}]\n"),
+            format!(
+                "[routes.{name}]\nreads = [\"data\"]\n[routes.{name}.operations.rt]\nmethod = \"GET\"\npath = \"/rt\"\n"
+            ),
+        ] {
+            let dir = scratch(&format!("named-{name}"));
+            let example = read(&Path::new(ROOT).join("model.toml"));
+            std::fs::write(dir.join("model.toml"), format!("{example}\n{declaration}")).unwrap();
+            let (code, out, err) = template(&dir, &["--prefix", "shop"]);
+            assert_ne!(code, 0, "{declaration}: {out}{err}");
+            assert!(err.contains(says), "{declaration}: {err}");
+            assert!(!dir.join("template.yaml").exists(), "nothing written");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
+}
+
+/// The change log (ChangeLog): off by default and only with the change feed (1), every ChangeLog*
+/// resource (SAM's mapping included) under ChangeLogOn (2), its function the binary `change-log`
+/// on its own queue (3), and the data table written by no other consumer (4).
+fn change_log_problems(t: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    // 1. The parameter, its condition and its rule.
+    let parameter = &t["Parameters"]["ChangeLog"];
+    if parameter["Default"] != "off" || parameter["AllowedValues"] != json!(["on", "off"]) {
+        problems.push(format!("Parameters.ChangeLog: {parameter}"));
+    }
+    if t["Conditions"]["ChangeLogOn"] != json!({"Fn::Equals": [{"Ref": "ChangeLog"}, "on"]}) {
+        problems.push(format!(
+            "Conditions.ChangeLogOn: {}",
+            t["Conditions"]["ChangeLogOn"]
+        ));
+    }
+    let rule = &t["Rules"]["ChangeLogNeedsChangeEvents"];
+    if rule["RuleCondition"] != json!({"Fn::Equals": [{"Ref": "ChangeLog"}, "on"]})
+        || list(&rule["Assertions"])
+            .iter()
+            .map(|a| a["Assert"].clone())
+            .collect::<Vec<_>>()
+            != vec![json!({"Fn::Equals": [{"Ref": "ChangeEvents"}, "on"]})]
+    {
+        problems.push(format!("Rules.ChangeLogNeedsChangeEvents: {rule}"));
+    }
+    // 2. Every ChangeLog* resource under ChangeLogOn.
+    let resources = t["Resources"].as_object().unwrap();
+    let ids: Vec<&String> = resources
+        .keys()
+        .filter(|id| id.starts_with("ChangeLog"))
+        .collect();
+    if ids.len() < 10 {
+        problems.push(format!("ChangeLog resources: only {ids:?}"));
+    }
+    for id in ids {
+        if resources[id]["Condition"] != "ChangeLogOn" {
+            problems.push(format!("{id}: deployed with ChangeLog off"));
+        }
+    }
+    // 3. Its binary, on its own queue.
+    let function = &t["Resources"]["ChangeLogFunction"];
+    if function["Metadata"]["BuildProperties"]["Binary"] != "change-log" {
+        problems.push(format!(
+            "ChangeLogFunction's binary: {}",
+            function["Metadata"]["BuildProperties"]["Binary"]
+        ));
+    }
+    let mapping = &t["Resources"]["ChangeLogFunctionQueue"]["Properties"];
+    if canon(&mapping["EventSourceArn"]) != "${ChangeLogQueue.Arn}" {
+        problems.push(format!("ChangeLogFunction's mapping: {mapping}"));
+    }
+    // 4. No other consumer (a role with a marker grant) writes the data table.
+    for (id, role) in resources {
+        if role["Type"] != "AWS::IAM::Role" || id == "ChangeLogRole" {
+            continue;
+        }
+        let (grants, _) = role_grants(role);
+        let consumer = grants.iter().any(|(_, _, c)| c.contains("CONSUMER#"));
+        for grant in grants
+            .iter()
+            .filter(|g| consumer && g.1 == "${DataTable.Arn}")
+        {
+            if ![
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:BatchGetItem",
+            ]
+            .contains(&grant.0.as_str())
+            {
+                problems.push(format!("{id}: {}", shown(grant)));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_change_log_is_off_by_default_and_writes_only_its_partitions_of_the_data_table() {
+    let Some(python) = python() else { return };
+    let (dir, path) = feed_template("change-log");
+    let t = transform(&python, &path);
+    let problems = change_log_problems(&t);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // Its role: the consumers' grants on its own queues and markers, and PutItem on the data
+    // table's change log partitions alone.
+    let entries =
+        json!({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["CQRS_CHANGE_LOG#*"]}})
+            .to_string();
+    let write: [(&[&str], &str, &str); 1] = [(&["dynamodb:PutItem"], "${DataTable.Arn}", &entries)];
+    let problems = consumer_problems(&t, "ChangeLog", "change-log", false, &write);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // Each check notices a widened template.
+    for (from, to, needle) in [
+        (
+            "  ChangeLog:\n    Type: String\n    Default: 'off'\n",
+            "  ChangeLog:\n    Type: String\n    Default: 'on'\n",
+            "Parameters.ChangeLog",
+        ),
+        (
+            "      - Assert: !Equals [!Ref ChangeEvents, 'on']\n        AssertDescription: ChangeLog",
+            "      - Assert: !Equals [!Ref ChangeEvents, !Ref ChangeEvents]\n        AssertDescription: ChangeLog",
+            "Rules.ChangeLogNeedsChangeEvents",
+        ),
+        (
+            "  ChangeLogQueue:\n    Type: AWS::SQS::Queue\n    Condition: ChangeLogOn\n",
+            "  ChangeLogQueue:\n    Type: AWS::SQS::Queue\n",
+            "ChangeLogQueue: deployed with ChangeLog off",
+        ),
+        (
+            "        Binary: change-log\n",
+            "        Binary: order-audit\n",
+            "ChangeLogFunction's binary",
+        ),
+        (
+            "                      - 'CONSUMER#order-audit#*'\n",
+            "                      - 'CONSUMER#order-audit#*'\n              - Effect: Allow\n                Action: dynamodb:PutItem\n                Resource: !GetAtt DataTable.Arn\n",
+            "OrderAuditRole: dynamodb:PutItem on ${DataTable.Arn}",
+        ),
+    ] {
+        let problems = change_log_problems(&transform_mutated(&python, &path, from, to));
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "{needle:?} not in {problems:#?}"
+        );
+    }
+    // Its own grant, widened to every partition of the data table, is caught by the exact grants.
+    let widened = transform_mutated(
+        &python,
+        &path,
+        "                      - 'CQRS_CHANGE_LOG#*'\n",
+        "                      - '*'\n",
+    );
+    let problems = consumer_problems(&widened, "ChangeLog", "change-log", false, &write);
+    assert!(
+        problems.iter().any(|p| p
+            .starts_with("ChangeLogRole: dynamodb:PutItem on ${DataTable.Arn}")
+            && p.ends_with("is not needed")),
+        "{problems:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The code handler as the rendered template embeds it passes the onSubscribe table of
