@@ -936,6 +936,35 @@ fn change_events_off_removes_the_topic_the_publisher_and_every_consumer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `value` of the transformed template evaluated with the list parameter `name` set to `list`:
+/// `Ref`, `Fn::Join` and `Fn::Split` (what the realtime API's client id pattern uses).
+fn evaluate(value: &Value, name: &str, list_value: &Value) -> Value {
+    if value["Ref"] == name {
+        return list_value.clone();
+    }
+    if let Some([separator, items]) = value["Fn::Join"].as_array().map(Vec::as_slice) {
+        let items = evaluate(items, name, list_value);
+        let parts: Vec<String> = list(&items)
+            .iter()
+            .map(|item| match evaluate(item, name, list_value) {
+                Value::String(s) => s,
+                other => panic!("Fn::Join of {other}"),
+            })
+            .collect();
+        return json!(parts.join(separator.as_str().unwrap()));
+    }
+    if let Some([separator, text]) = value["Fn::Split"].as_array().map(Vec::as_slice) {
+        let text = evaluate(text, name, list_value);
+        return json!(
+            text.as_str()
+                .unwrap()
+                .split(separator.as_str().unwrap())
+                .collect::<Vec<_>>()
+        );
+    }
+    value.clone()
+}
+
 /// The realtime API (RealtimeEvents): off by default and only with the change feed (1), every
 /// AppSync and Realtime* resource under RealtimeOn (2), IAM publishes and OIDC subscribes, nothing
 /// else (3), each namespace's code handler is on-subscribe.js verbatim (4), one namespace per
@@ -1030,6 +1059,27 @@ fn realtime_problems(t: &Value, model: &cqrs_model::Model) -> Vec<String> {
         .collect();
     if issuers != vec![json!({"Ref": "JwtIssuer"})] {
         problems.push(format!("RealtimeApi's OIDC issuers: {issuers:?}"));
+    }
+    // Its client id pattern accepts exactly the HTTP API's audiences: each one literally (a `.`
+    // escaped), and the parameter refuses the other regular expression characters.
+    let audiences = json!(["https://api.example.com", "7abc.client"]);
+    for client_id in list(&config["AuthProviders"])
+        .iter()
+        .filter(|p| p["AuthType"] == "OPENID_CONNECT")
+        .map(|p| &p["OpenIDConnectConfig"]["ClientId"])
+    {
+        let pattern = evaluate(client_id, "JwtAudience", &audiences);
+        if pattern != json!(r"^(https://api\.example\.com|7abc\.client)$") {
+            problems.push(format!(
+                "RealtimeApi's ClientId pattern for audiences {audiences}: {pattern}"
+            ));
+        }
+    }
+    let audience = &t["Parameters"]["JwtAudience"];
+    if audience["AllowedPattern"] != r"^[^\s+*?()\[\]{}^$|\\]{1,256}$" {
+        problems.push(format!(
+            "Parameters.JwtAudience allows regular expression characters: {audience}"
+        ));
     }
     // 4 and 5. The namespaces: one per entity as the publisher names them, code handlers only.
     let handler = include_str!("../src/new/realtime/on-subscribe.js");
