@@ -421,14 +421,23 @@ pub const REALTIME: &str = "realtime";
 /// The framework's realtime publisher as a consumer: every entity, the consumers' defaults
 /// (batch 10, 5 attempts, timeout 30 s).
 pub fn realtime_consumer() -> ConsumerFunction {
+    framework_consumer(
+        REALTIME,
+        "Publishes every change event to the realtime API (AppSync Events).",
+    )
+}
+
+/// A framework consumer `name` as `[consumers.<name>]` with only a description declares it (every
+/// entity, the consumers' defaults).
+fn framework_consumer(name: &str, description: &str) -> ConsumerFunction {
     let model = Model::parse(&format!(
-        "[consumers.{REALTIME}]\ndescription = \"Publishes every change event to the realtime API (AppSync Events).\"\n"
+        "[consumers.{name}]\ndescription = \"{description}\"\n"
     ))
-    .unwrap_or_else(|e| panic!("the realtime consumer's declaration: {e}"));
+    .unwrap_or_else(|e| panic!("the {name} consumer's declaration: {e}"));
     model
-        .consumer(REALTIME)
+        .consumer(name)
         .cloned()
-        .unwrap_or_else(|| panic!("the realtime consumer is declared"))
+        .unwrap_or_else(|| panic!("the {name} consumer is declared"))
 }
 
 /// The logical id of a channel namespace of the realtime API: `Realtime<Pascal>Namespace`.
@@ -530,14 +539,10 @@ pub const CHANGE_LOG: &str = cqrs_consumer::change_log::NAME;
 /// The framework's change log as a consumer: every entity, the consumers' defaults (batch 10,
 /// 5 attempts, timeout 30 s).
 pub fn change_log_consumer() -> ConsumerFunction {
-    let model = Model::parse(&format!(
-        "[consumers.{CHANGE_LOG}]\ndescription = \"Writes the change log: one entry per version of every item, per tenant and month, in the data table.\"\n"
-    ))
-    .unwrap_or_else(|e| panic!("the change log consumer's declaration: {e}"));
-    model
-        .consumer(CHANGE_LOG)
-        .cloned()
-        .unwrap_or_else(|| panic!("the change log consumer is declared"))
+    framework_consumer(
+        CHANGE_LOG,
+        "Writes the change log: one entry per version of every item, per tenant and month, in the data table.",
+    )
 }
 
 /// The change log's resources, under the condition `ChangeLogOn`: the consumer `change-log`

@@ -936,6 +936,36 @@ fn change_events_off_removes_the_topic_the_publisher_and_every_consumer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A feature of the change feed behind the parameter `parameter` (`on`/`off`, off by default), its
+/// condition `condition` (`parameter` is `on`) and its rule `<parameter's stem>NeedsChangeEvents`
+/// (only with `ChangeEvents=on`): each problem names the one that is not so.
+fn switch_problems(t: &Value, parameter: &str, condition: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let declared = &t["Parameters"][parameter];
+    if declared["Default"] != "off" || declared["AllowedValues"] != json!(["on", "off"]) {
+        problems.push(format!("Parameters.{parameter}: {declared}"));
+    }
+    let on = json!({"Fn::Equals": [{"Ref": parameter}, "on"]});
+    if t["Conditions"][condition] != on {
+        problems.push(format!(
+            "Conditions.{condition}: {}",
+            t["Conditions"][condition]
+        ));
+    }
+    let rule_id = format!("{}NeedsChangeEvents", condition.trim_end_matches("On"));
+    let rule = &t["Rules"][&rule_id];
+    if rule["RuleCondition"] != on
+        || list(&rule["Assertions"])
+            .iter()
+            .map(|a| a["Assert"].clone())
+            .collect::<Vec<_>>()
+            != vec![json!({"Fn::Equals": [{"Ref": "ChangeEvents"}, "on"]})]
+    {
+        problems.push(format!("Rules.{rule_id}: {rule}"));
+    }
+    problems
+}
+
 /// `value` of the transformed template evaluated with the list parameter `name` set to `list`:
 /// `Ref`, `Fn::Join` and `Fn::Split` (what the realtime API's client id pattern uses).
 fn evaluate(value: &Value, name: &str, list_value: &Value) -> Value {
@@ -974,26 +1004,7 @@ fn realtime_problems(t: &Value, model: &cqrs_model::Model) -> Vec<String> {
     let mut problems = Vec::new();
     let resources = t["Resources"].as_object().unwrap();
     // 1. The parameter, its condition and its rule.
-    let parameter = &t["Parameters"]["RealtimeEvents"];
-    if parameter["Default"] != "off" || parameter["AllowedValues"] != json!(["on", "off"]) {
-        problems.push(format!("Parameters.RealtimeEvents: {parameter}"));
-    }
-    if t["Conditions"]["RealtimeOn"] != json!({"Fn::Equals": [{"Ref": "RealtimeEvents"}, "on"]}) {
-        problems.push(format!(
-            "Conditions.RealtimeOn: {}",
-            t["Conditions"]["RealtimeOn"]
-        ));
-    }
-    let rule = &t["Rules"]["RealtimeNeedsChangeEvents"];
-    if rule["RuleCondition"] != json!({"Fn::Equals": [{"Ref": "RealtimeEvents"}, "on"]})
-        || list(&rule["Assertions"])
-            .iter()
-            .map(|a| a["Assert"].clone())
-            .collect::<Vec<_>>()
-            != vec![json!({"Fn::Equals": [{"Ref": "ChangeEvents"}, "on"]})]
-    {
-        problems.push(format!("Rules.RealtimeNeedsChangeEvents: {rule}"));
-    }
+    problems.extend(switch_problems(t, "RealtimeEvents", "RealtimeOn"));
     // The claims' names sit in a JavaScript string of the handler: no quote, no backslash.
     for claim in ["TenantClaim", "RolesClaim"] {
         let pattern = &t["Parameters"][claim]["AllowedPattern"];
@@ -1341,26 +1352,7 @@ fn a_consumer_or_route_named_as_a_framework_consumer_is_refused() {
 fn change_log_problems(t: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     // 1. The parameter, its condition and its rule.
-    let parameter = &t["Parameters"]["ChangeLog"];
-    if parameter["Default"] != "off" || parameter["AllowedValues"] != json!(["on", "off"]) {
-        problems.push(format!("Parameters.ChangeLog: {parameter}"));
-    }
-    if t["Conditions"]["ChangeLogOn"] != json!({"Fn::Equals": [{"Ref": "ChangeLog"}, "on"]}) {
-        problems.push(format!(
-            "Conditions.ChangeLogOn: {}",
-            t["Conditions"]["ChangeLogOn"]
-        ));
-    }
-    let rule = &t["Rules"]["ChangeLogNeedsChangeEvents"];
-    if rule["RuleCondition"] != json!({"Fn::Equals": [{"Ref": "ChangeLog"}, "on"]})
-        || list(&rule["Assertions"])
-            .iter()
-            .map(|a| a["Assert"].clone())
-            .collect::<Vec<_>>()
-            != vec![json!({"Fn::Equals": [{"Ref": "ChangeEvents"}, "on"]})]
-    {
-        problems.push(format!("Rules.ChangeLogNeedsChangeEvents: {rule}"));
-    }
+    problems.extend(switch_problems(t, "ChangeLog", "ChangeLogOn"));
     // 2. Every ChangeLog* resource under ChangeLogOn.
     let resources = t["Resources"].as_object().unwrap();
     let ids: Vec<&String> = resources
