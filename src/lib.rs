@@ -1,6 +1,7 @@
-//! The example service's own code: the PostgreSQL migrations of its relational read model, compiled
-//! into its `sql-sync` function (`tests/model.rs` holds the list equal to `migrations/`), and the
-//! handler of its own route, `GET /orders/summary` ([`order_summary`]).
+//! The example service's own code: what it tells the framework about itself ([`Shop`]: its model
+//! and the PostgreSQL migrations of its relational read model, compiled into its `sql-sync`
+//! function; `tests/model.rs` holds the list equal to `migrations/`), and the handler of its own
+//! route, `GET /orders/summary` ([`order_summary`]).
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -20,6 +21,16 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[(
     "V1__model.sql",
     include_str!("../migrations/V1__model.sql"),
 )];
+
+/// The example shop as the framework runs it: each of its binaries (`src/bin/`) is one call of
+/// `cqrs_dynamo::run::<function>::<Shop>`. It has no rules in code (no hooks): its rules are those
+/// `model.toml` declares.
+pub struct Shop;
+
+impl cqrs_dynamo::Service for Shop {
+    const MODEL: &'static str = MODEL;
+    const MIGRATIONS: &'static [cqrs_dynamo::Migration] = MIGRATIONS;
+}
 
 /// [`MODEL`], parsed once per container: the route plans its read with it.
 static SHOP: LazyLock<Result<Model, ModelErrors>> = LazyLock::new(|| Model::parse(MODEL));

@@ -3,7 +3,6 @@
 //! entities to the service's SNS FIFO topic (`EventsTopic`), which the consumers' queues subscribe
 //! to (model.toml's `[consumers]`).
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    cqrs_event_publisher::run(cqrs_example_shop::MODEL).await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::event_publisher::<cqrs_example_shop::Shop>()
 }

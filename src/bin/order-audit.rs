@@ -3,13 +3,12 @@
 //! queue: each version of an order once, in version order per order; an error retries the event
 //! and then parks it in its dead-letter queue with its reason. This one logs a line per event.
 
-use cqrs_consumer::{ConsumerError, Delivered, from_fn};
+use cqrs_dynamo::consumer::{ConsumerError, Delivered, from_fn};
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+fn main() -> Result<(), cqrs_dynamo::Error> {
     let consumer = from_fn("order-audit", |delivered: Delivered| async move {
         let event = &delivered.event;
-        tracing::info!(
+        cqrs_dynamo::tracing::info!(
             event_type = %event.event_type,
             subject = %event.subject,
             version = event.itemversion,
@@ -18,5 +17,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         );
         Ok::<(), ConsumerError>(())
     });
-    cqrs_consumer::run(cqrs_example_shop::MODEL, consumer).await
+    cqrs_dynamo::run::consumer::<cqrs_example_shop::Shop>(consumer)
 }

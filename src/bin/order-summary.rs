@@ -2,10 +2,8 @@
 //! `model.toml`): `GET /orders/summary` ([`cqrs_example_shop::order_summary`]), served by its
 //! operation id.
 
-#[tokio::main]
-async fn main() -> Result<(), cqrs_routes::Error> {
-    cqrs_routes::Routes::new(cqrs_example_shop::MODEL, "order-summary")?
-        .on("orderSummary", cqrs_example_shop::order_summary)?
-        .run()
-        .await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::routes::<cqrs_example_shop::Shop>("order-summary", |routes| {
+        routes.on("orderSummary", cqrs_example_shop::order_summary)
+    })
 }
