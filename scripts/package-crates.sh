@@ -65,9 +65,12 @@ mkdir -p "$verify"
         echo "$name = { path = \"$name-$version\" }"
     done
 } >"$verify/Cargo.toml"
+# -m: the files get the time of unpacking. A package's files all carry one fixed old time (cargo's
+# reproducible archives), so a second run in the same target folder would find the previous run's
+# check of a crate still fresh and never read the new sources.
 for crate in "${crates[@]}"; do
     read -r name version <<<"$crate"
-    tar -xzf "$target/package/$name-$version.crate" -C "$verify"
+    tar -xzmf "$target/package/$name-$version.crate" -C "$verify"
 done
 # The repository's lock file: every third-party version as the workspace's tests built it (cargo
 # drops the entries of the members left out; --offline: nothing is fetched).
