@@ -47,8 +47,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Create a new service in DIR: Cargo.toml on the framework's crates, a starter model.toml,
-    /// template.yaml from the model, the three functions' binaries with an example command hook,
-    /// events/, a test, a Makefile and a README.
+    /// template.yaml from the model, every function's binary (with an example command hook, an
+    /// own route and a consumer of the change events), migrations, events/, tests, a Makefile and
+    /// a README.
     New {
         /// The folder to create (it must not exist, or be empty).
         dir: PathBuf,
