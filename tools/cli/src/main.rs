@@ -97,8 +97,9 @@ enum Command {
     /// difference. `--sql`: the relational read model instead; `--constraints`: the declared
     /// constraints' guard items against the stored items.
     Verify(ops::verify::VerifyArgs),
-    /// List and show parked records, and re-project the items they name; `consumer`: move a
-    /// consumer's dead-letter queue back into its queue.
+    /// List and show parked records, and re-project the items they name; `events`: publish the
+    /// event publisher's parked change events again; `consumer`: move a consumer's dead-letter
+    /// queue back into its queue.
     Redrive(ops::redrive_consumer::RedriveTop),
     /// Feed one consumer's queue with the versions written since a time, from the history table
     /// (a full scan: the whole table is read, whatever the window). Exit 1 when an event could

@@ -1,7 +1,8 @@
 //! The operator CLI against DynamoDB Local, run as the binary an operator runs: a rebuild stopped
 //! half way and resumed from its checkpoint (backfilling index keys with the current model), a
 //! verify that finds differences planted by hand and is clean again after a rebuild, a
-//! redrive of a parked record, the heads seed (the migration of id-keyed heads, stopped and
+//! redrive of a parked record, the event publisher's parked records republished to an SNS FIFO
+//! topic on moto (`redrive events`), the heads seed (the migration of id-keyed heads, stopped and
 //! resumed, with a collided id), and the change log's move to its reserved prefix.
 
 use std::path::PathBuf;
@@ -25,6 +26,15 @@ fn store(t: &TestTables) -> Store {
 ///
 /// It runs where a service keeps its `model.toml` (the example's): `rebuild` reads it from there.
 fn cqrs(t: &TestTables, args: &[&str]) -> (i32, serde_json::Value, Output) {
+    cqrs_with(t, args, &[])
+}
+
+/// [`cqrs`] with more environment variables.
+fn cqrs_with(
+    t: &TestTables,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, serde_json::Value, Output) {
     let service = std::env::temp_dir().join(format!("cqrs-operate-{}", t.data));
     std::fs::create_dir_all(&service).expect("a service folder");
     std::fs::write(service.join("model.toml"), cqrs_model::EXAMPLE_TOML).expect("model.toml");
@@ -37,6 +47,7 @@ fn cqrs(t: &TestTables, args: &[&str]) -> (i32, serde_json::Value, Output) {
         .env("PARKED_TABLE", &t.parked)
         .env("COMMAND_TABLE", &t.command)
         .env("IDEMPOTENCY_TABLE", &t.idempotency)
+        .envs(env.iter().copied())
         .output()
         .expect("the cqrs binary runs");
     let json = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
@@ -376,7 +387,10 @@ async fn redrive_leaves_change_event_records_parked_and_says_so() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(code, 1, "{text}");
     assert!(
-        text.contains("2 change-event records left parked (change-event records: not republished by cqrs redrive)"),
+        text.contains(
+            "2 change-event records left parked (change events, not republished by a \
+             re-projection: `cqrs redrive events` republishes them to the events topic)"
+        ),
         "{text}"
     );
 
@@ -408,7 +422,8 @@ async fn redrive_leaves_change_event_records_parked_and_says_so() {
     assert_eq!(ran["eventFeed"]["left"], 2, "{ran}");
     assert_eq!(
         ran["eventFeed"]["why"],
-        "change-event records: not republished by cqrs redrive"
+        "change events, not republished by a re-projection: `cqrs redrive events` republishes \
+         them to the events topic"
     );
     assert!(
         store
@@ -1030,4 +1045,383 @@ async fn replay_sends_the_versions_since_a_time_into_the_consumers_queue() {
     let (code, _, stderr) = replay(&queue, "yesterday");
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("not an RFC 3339 time"), "{stderr}");
+}
+
+/// Version `v` of product `id` of tenant t1 as the command handler writes it now (entity
+/// `product`: its change events leave the service).
+fn product_event(id: &str, v: i64) -> Item {
+    let mut item = product(id, v);
+    item.entity = Some("product".into());
+    item.updated_at = format!("2026-01-01T00:00:0{v}.000Z");
+    item
+}
+
+/// A record of the data table's stream as Lambda delivers it: `name` (`MODIFY`, `REMOVE`) of
+/// `id`, its old image version `old` and new image version `new` (data table form), at sequence
+/// number `seq`; a `REMOVE` is DynamoDB's TTL.
+fn data_stream_record(
+    id: &str,
+    name: &str,
+    old: Option<i64>,
+    new: Option<i64>,
+    seq: &str,
+) -> aws_lambda_events::event::dynamodb::EventRecord {
+    let image = |v: Option<i64>| match v {
+        Some(v) => serde_json::to_value(serde_dynamo::Item::from(
+            product_event(id, v)
+                .into_data_item()
+                .to_attributes()
+                .unwrap(),
+        ))
+        .unwrap(),
+        None => serde_json::json!({}),
+    };
+    let mut record = serde_json::json!({
+        "eventID": format!("e-{id}-{seq}"),
+        "eventName": name,
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": {"pk": {"S": "PRODUCT#t1"}, "sk": {"S": id}},
+            "OldImage": image(old),
+            "NewImage": image(new),
+            "SequenceNumber": seq,
+            "SizeBytes": 1,
+            "ApproximateCreationDateTime": 1767225600.0
+        }
+    });
+    if name == "REMOVE" {
+        record["userIdentity"] =
+            serde_json::json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
+    }
+    serde_json::from_value(record).unwrap()
+}
+
+/// `cqrs redrive events` against DynamoDB Local and moto's SNS FIFO topic, a FIFO queue
+/// subscribed with raw delivery standing for a subscriber outside the framework: the
+/// publisher's parked records (an event SNS refused, the TTL removal SNS refused, a record whose
+/// missing version history holds again, a refused event whose stream record was too large to
+/// keep, a record whose missing version history still lacks)
+/// are republished as the publisher makes them, once each, and removed; the last stays with
+/// its reason; a second run sends nothing.
+#[tokio::test]
+async fn redrive_events_republishes_parked_change_events_to_the_topic_and_removes_them() {
+    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+    use cqrs_event_publisher::PublishError;
+    use cqrs_event_publisher::park::{parked, refused};
+    use cqrs_events::{FeedError, event_id, ttl_removal_id};
+
+    let t = cqrs_testkit::fresh_tables().await;
+    let store = store(&t);
+    // History: E001 v1..3, E002 v1 and v3 (v2 gone), E003 v1, E004 v1..3.
+    let history: Vec<Item> = [
+        ("E001", 1),
+        ("E001", 2),
+        ("E001", 3),
+        ("E002", 1),
+        ("E002", 3),
+        ("E003", 1),
+        ("E004", 1),
+        ("E004", 2),
+        ("E004", 3),
+        ("E005", 1),
+        ("E005", 2),
+    ]
+    .into_iter()
+    .map(|(id, v)| product_event(id, v))
+    .collect();
+    for written in store.put_history_batch(&history).await {
+        written.unwrap();
+    }
+    let now = chrono::Utc::now();
+    let refusal = PublishError::sender("ParameterValueInvalid", "refused by the test");
+    // E001: MODIFY 1 -> 3; SNS refused the filled version 2 (3 went out).
+    let e001 = data_stream_record("E001", "MODIFY", Some(1), Some(3), "100");
+    let e001 = refused(&e001, &event_id("PRODUCT#t1", "E001", 2), 2, &refusal, now);
+    // E002: MODIFY 1 -> 3; version 2 is not in history (still).
+    let e002 = data_stream_record("E002", "MODIFY", Some(1), Some(3), "200");
+    let missing = |id: &str| FeedError::MissingVersion {
+        pk: "PRODUCT#t1".into(),
+        sk: id.into(),
+        version: 2,
+    };
+    let e002 = parked(&e002, &missing("E002"), now);
+    // E003: DynamoDB's TTL removed v1; SNS refused the removal event.
+    let e003 = data_stream_record("E003", "REMOVE", Some(1), None, "300");
+    let e003 = refused(
+        &e003,
+        &ttl_removal_id("PRODUCT#t1", "E003", 1),
+        1,
+        &refusal,
+        now,
+    );
+    // E004: MODIFY 1 -> 3 parked when version 2 was missing; history holds it again.
+    let e004 = data_stream_record("E004", "MODIFY", Some(1), Some(3), "400");
+    let e004 = parked(&e004, &missing("E004"), now);
+    // E005: MODIFY 1 -> 2 refused; its stream record was too large to keep in the parked table.
+    let e005 = data_stream_record("E005", "MODIFY", Some(1), Some(2), "500");
+    let mut e005 = refused(&e005, &event_id("PRODUCT#t1", "E005", 2), 2, &refusal, now);
+    e005.record = None;
+    for record in [&e001, &e002, &e003, &e004, &e005] {
+        store.park(record).await.unwrap();
+    }
+
+    // The events topic and an outside subscriber's FIFO queue (raw delivery).
+    let moto = cqrs_local_stack::moto::Throwaway::start("cli-redrive-events").expect("moto starts");
+    let (sqs, sns) = (moto.sqs(), moto.sns());
+    let topic = sns
+        .create_topic()
+        .name("shop-events.fifo")
+        .attributes("FifoTopic", "true")
+        .attributes("ContentBasedDeduplication", "false")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    let queue = sqs
+        .create_queue()
+        .queue_name("outside.fifo")
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let queue_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&queue)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    sns.subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint(&queue_arn)
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .unwrap();
+    let receive_all = || async {
+        let mut got = Vec::new();
+        loop {
+            let answer = sqs
+                .receive_message()
+                .queue_url(&queue)
+                .max_number_of_messages(10)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .visibility_timeout(30)
+                .send()
+                .await
+                .unwrap();
+            let messages = answer.messages.unwrap_or_default();
+            if messages.is_empty() {
+                return got;
+            }
+            for message in messages {
+                sqs.delete_message()
+                    .queue_url(&queue)
+                    .receipt_handle(message.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+                got.push(message);
+            }
+        }
+    };
+    let endpoint = moto.endpoint();
+    let events = |extra: &[&str]| {
+        cqrs_with(
+            &t,
+            &[
+                &["redrive", "events", "--json", "--topic-arn", &topic],
+                extra,
+                &["--sns-endpoint-url", &endpoint],
+            ]
+            .concat(),
+            &[
+                ("AWS_REGION", "us-east-1"),
+                ("CQRS_EVENT_SOURCE", "urn:cqrs:shop"),
+            ],
+        )
+    };
+    let parked_left = || async {
+        let mut left: Vec<(String, String)> = store
+            .list_parked(Some("t1"), None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.item_sk.unwrap_or_default(), p.reason))
+            .collect();
+        left.sort();
+        left
+    };
+
+    // Dry run: what would go, nothing sent, nothing removed.
+    let (code, dry, out) = events(&["--dry-run"]);
+    assert_eq!(code, 1, "{dry} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        (
+            &dry["dryRun"],
+            &dry["published"],
+            &dry["wouldPublish"],
+            &dry["left"]
+        ),
+        (
+            &serde_json::json!(true),
+            &serde_json::json!(0),
+            &serde_json::json!(5),
+            &serde_json::json!(1)
+        ),
+        "{dry}"
+    );
+    assert!(receive_all().await.is_empty(), "the dry run sent nothing");
+    assert_eq!(parked_left().await.len(), 5, "the dry run removed nothing");
+    // One item's records only.
+    let (code, one, _) = events(&["--dry-run", "--pk", "PRODUCT#t1", "--sk", "E004"]);
+    assert_eq!(code, 0, "{one}");
+    assert_eq!(
+        (
+            &one["wouldPublish"],
+            &one["left"],
+            &one["records"][0]["events"]
+        ),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(0),
+            &serde_json::json!([
+                event_id("PRODUCT#t1", "E004", 2),
+                event_id("PRODUCT#t1", "E004", 3)
+            ])
+        ),
+        "{one}"
+    );
+
+    // The run: each version's event once, as the publisher makes it; the records removed but
+    // E002's.
+    let (code, ran, out) = events(&[]);
+    assert_eq!(code, 1, "{ran} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        (&ran["published"], &ran["removed"], &ran["left"]),
+        (
+            &serde_json::json!(5),
+            &serde_json::json!(4),
+            &serde_json::json!(1)
+        ),
+        "{ran}"
+    );
+    let mut got: Vec<(String, String, String, String, i64, String)> = receive_all()
+        .await
+        .iter()
+        .map(|m| {
+            let body: serde_json::Value = serde_json::from_str(m.body().unwrap()).unwrap();
+            let dedup = m
+                .attributes()
+                .unwrap()
+                .get(&MessageSystemAttributeName::MessageDeduplicationId)
+                .cloned()
+                .unwrap_or_default();
+            let attribute = |name: &str| {
+                m.message_attributes()
+                    .and_then(|a| a.get(name))
+                    .and_then(|v| v.string_value())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            assert_eq!(body["id"].as_str(), Some(dedup.as_str()), "{body}");
+            assert_eq!(body["source"], "urn:cqrs:shop");
+            assert_eq!(body["tenant"], "t1");
+            assert_eq!(attribute("entity"), "product");
+            assert_eq!(attribute("type"), body["type"].as_str().unwrap());
+            // As the publisher makes them: an update names the version it replaces and what
+            // changed; the TTL removal nothing changed.
+            if body["type"] == "product.updated" {
+                let v = body["data"]["version"].as_i64().unwrap();
+                assert_eq!(body["data"]["previousVersion"], v - 1, "{body}");
+                assert_eq!(
+                    body["data"]["changed"],
+                    serde_json::json!(["category", "priceCents"]),
+                    "{body}"
+                );
+            } else {
+                assert_eq!(body["removal"], "ttl", "{body}");
+                assert_eq!(body["data"]["changed"], serde_json::json!([]), "{body}");
+            }
+            (
+                body["subject"].as_str().unwrap().to_string(),
+                dedup,
+                attribute("type"),
+                attribute("tenant"),
+                body["data"]["version"].as_i64().unwrap(),
+                body["data"]["state"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    let expected = |id: &str, dedup: String, kind: &str, v: i64| {
+        (
+            format!("PRODUCT#t1/{id}"),
+            dedup,
+            format!("product.{kind}"),
+            "t1".to_string(),
+            v,
+            format!("{id} v{v}"),
+        )
+    };
+    assert_eq!(
+        got,
+        [
+            expected("E001", event_id("PRODUCT#t1", "E001", 2), "updated", 2),
+            expected(
+                "E003",
+                ttl_removal_id("PRODUCT#t1", "E003", 1),
+                "deleted",
+                1
+            ),
+            expected("E004", event_id("PRODUCT#t1", "E004", 2), "updated", 2),
+            expected("E004", event_id("PRODUCT#t1", "E004", 3), "updated", 3),
+            expected("E005", event_id("PRODUCT#t1", "E005", 2), "updated", 2),
+        ]
+    );
+    let left = parked_left().await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].0, "E002");
+    let record = &ran["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["sk"] == "E002")
+        .cloned()
+        .unwrap();
+    assert_eq!(record["outcome"], "left", "{ran}");
+    assert_eq!(
+        record["why"], "version 2 of PRODUCT#t1 / E002 is not in the history table",
+        "{ran}"
+    );
+
+    // A second run: nothing to send, the unhappy record still left.
+    let (code, again, _) = events(&[]);
+    assert_eq!(code, 1, "{again}");
+    assert_eq!(
+        (&again["published"], &again["left"]),
+        (&serde_json::json!(0), &serde_json::json!(1)),
+        "{again}"
+    );
+    assert!(
+        receive_all().await.is_empty(),
+        "the second run sent nothing"
+    );
+    println!(
+        "redrive events: 5 parked change-event records, 5 events republished to the topic and \
+         received once each by a FIFO queue subscribed with raw delivery, 4 records removed, 1 \
+         left (its version not in history)"
+    );
 }

@@ -34,7 +34,8 @@ pub struct Connection {
     /// The history table (every version).
     #[arg(long, env = "HISTORY_TABLE", global = true)]
     pub history_table: Option<String>,
-    /// The parked-records table (records data-sync could not project).
+    /// The parked-records table (records data-sync could not project, and those the event
+    /// publisher could not publish).
     #[arg(long, env = "PARKED_TABLE", global = true)]
     pub parked_table: Option<String>,
     /// The command table (every version, `sk@version`).

@@ -1,5 +1,7 @@
-//! `cqrs redrive`: the records data-sync parked (`list`, `show`) and, after the cause is fixed,
-//! the re-projection of the items they name from the history table (`run`).
+//! `cqrs redrive`: the records data-sync and the event publisher parked (`list`, `show`) and,
+//! after the cause is fixed, their redrive: data-sync's by re-projecting the items they name from
+//! the history table (`run`), the event publisher's by publishing their change events again
+//! (`events`).
 //!
 //! `run` writes each named item's newest history version into the data table with data-sync's own
 //! condition (never an older version), then removes the item's parked records (unless `--keep`).
@@ -7,14 +9,50 @@
 //! version is written. The event publisher's records (reason kind `event-feed`: change events
 //! that could not be made or published) are listed and shown but never redriven nor removed by
 //! `run`: re-projecting publishes nothing, so removing them would lose the events silently; `run`
-//! counts them and says they were left parked. The event source mapping's on-failure queue holds
+//! counts them and names `cqrs redrive events`. The event source mapping's on-failure queue holds
 //! only stream positions, not records; its batches are re-projected the same way once the items
 //! are known, or by `cqrs rebuild --tenant`.
+//!
+//! `events` republishes the event publisher's parked records to the events topic, with the
+//! publisher's own code: the parked stream record (kept as Lambda delivered it) goes through the
+//! feed again ([`cqrs_events::events_from_batch_with`], the model's entities, `source` from
+//! `--source` / `CQRS_EVENT_SOURCE`), so the versions a `MODIFY` skipped are read from the
+//! history table with consistent reads and the record's own version from its image, exactly as
+//! the publisher made them; each event becomes the publisher's [`Entry`] (message group the item,
+//! deduplication id the event id, the `type`/`tenant`/`entity` attributes) and goes to the topic
+//! through [`SnsTopic`] (`--topic-arn` / `EVENTS_TOPIC_ARN`, the publisher's variable), one entry
+//! a call, in version order. Which events:
+//!
+//! - a record the topic refused (its reason `SNS refused event <id> ...`): that event only (the
+//!   record's other versions went out);
+//! - any other (the record could not make its events, e.g. a version missing from history): all
+//!   the record's events, once the record makes them without a failure; while it still fails
+//!   (the version is still not in history) it stays parked with that reason;
+//! - a TTL removal (a `REMOVE` by DynamoDB's TTL: no version is written, history has nothing to
+//!   read) is rebuilt from the parked record's old image, as the publisher builds it: the same
+//!   `<entity>.deleted` event, `removal: "ttl"`, the same id ([`cqrs_events::ttl_removal_id`])
+//!   and time (the record's `ApproximateCreationDateTime`);
+//! - a refused event whose stream record the parked entry could not keep (its JSON too large for
+//!   an item): the record is made from the history table, the `MODIFY` from version `v - 1` to the
+//!   refused `v` (consistent reads), and goes through the feed the same way. Any other entry
+//!   without its stream record stays parked: which versions it made is not known without it.
+//!
+//! A record is removed (unless `--keep`) once every event it names was accepted by the topic; a
+//! record whose events cannot be made, or whose event the topic refuses again (or fails to take)
+//! stays parked, reported with the reason (exit 1).
+//!
+//! **Order.** A republished version reaches the topic's subscribers after later versions of the
+//! same item (SNS FIFO orders per publish, not per version): a subscriber outside the framework
+//! must compare `itemversion` with what it holds. The framework's consumers already filled the
+//! version from the history table when the later version arrived, so for them it is a duplicate
+//! (dropped as already applied), never a gap.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use cqrs_event_publisher::{Entry, Publish, SnsTopic, TOPIC_ENV};
+use cqrs_events::{Feed, Gaps, SOURCE_ENV, events_from_batch_with};
 use cqrs_keys::parked::EVENT_FEED_KIND;
 use cqrs_keys::{generate_id, remove_sort_key_version, tenant_code};
 use cqrs_store::Store;
@@ -52,7 +90,8 @@ pub enum RedriveCommand {
     },
     /// Re-project the items the parked records name from the history table, then remove the
     /// records. The event publisher's records (reason kind `event-feed`) are left parked: they
-    /// are change events, not republished by a re-projection.
+    /// are change events, not republished by a re-projection (`cqrs redrive events` republishes
+    /// them).
     Run {
         /// Only this tenant's records.
         #[arg(long)]
@@ -73,6 +112,51 @@ pub enum RedriveCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Republish the event publisher's parked records (reason kind `event-feed`) to the events
+    /// topic, as the publisher makes and sends them (the versions a record skipped read from the
+    /// history table; a TTL removal rebuilt from the record's old image), then remove the
+    /// records. A record whose events still cannot be made (a version not in history) or that
+    /// the topic refuses again stays parked with the reason (exit 1). Order: a republished
+    /// version reaches subscribers after later versions of its item (FIFO order is per publish),
+    /// so a subscriber outside the framework must compare `itemversion`; the framework's
+    /// consumers filled it from history already and drop it as a duplicate, never a gap.
+    Events(EventsArgs),
+}
+
+/// `cqrs redrive events`.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Only this tenant's records.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Only this item's records: its `pk` (with `--sk`).
+    #[arg(long, requires = "sk")]
+    pub pk: Option<String>,
+    /// Only this item's records: its sort key without version (with `--pk`).
+    #[arg(long, requires = "pk")]
+    pub sk: Option<String>,
+    /// Make the events and say what would be published and removed; publish and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Keep the parked records after their events are published.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The events topic (SNS FIFO), as the publisher reads it.
+    #[arg(long, env = TOPIC_ENV)]
+    pub topic_arn: Option<String>,
+    /// The events' `source`, as the publisher reads it (`urn:cqrs:service` when unset).
+    #[arg(long, env = SOURCE_ENV)]
+    pub source: Option<String>,
+    /// The service's entity model (the events are built from it, as the publisher builds them).
+    #[arg(long, default_value = "model.toml")]
+    pub model: std::path::PathBuf,
+    /// An SNS endpoint other than AWS's, e.g. moto's. Without it the standard SDK configuration
+    /// applies (AWS_ENDPOINT_URL_SNS, AWS_REGION, profiles, ...).
+    #[arg(long, env = "AWS_ENDPOINT_URL_SNS")]
+    pub sns_endpoint_url: Option<String>,
 }
 
 /// One item, by its keys: an item id (`pk#sk`) can name two items (`("ORDER#t1", "ORDER#o1")` and
@@ -103,6 +187,7 @@ impl ItemKey {
 pub async fn run(args: RedriveArgs) -> ExitCode {
     let needs: &[Need] = match args.command {
         RedriveCommand::Run { .. } => &[Need::Parked, Need::Data, Need::History],
+        RedriveCommand::Events(_) => &[Need::Parked, Need::History],
         _ => &[Need::Parked],
     };
     let store = match args.connection.store(needs).await {
@@ -131,6 +216,7 @@ pub async fn run(args: RedriveArgs) -> ExitCode {
             )
             .await
         }
+        RedriveCommand::Events(events) => republish(&store, events).await,
     };
     result.unwrap_or_else(|e| fail("redrive", e))
 }
@@ -224,7 +310,7 @@ async fn show(store: &Store, item: &ItemKey) -> Result<ExitCode, String> {
 }
 
 /// Why `run` leaves the event publisher's records parked (printed and in `--json`).
-const EVENT_FEED_LEFT: &str = "change-event records: not republished by cqrs redrive";
+const EVENT_FEED_LEFT: &str = "change events, not republished by a re-projection: `cqrs redrive events` republishes them to the events topic";
 
 /// What became of one item's redrive.
 #[derive(Debug, serde::Serialize)]
@@ -339,6 +425,335 @@ async fn redrive(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The start of the reason the publisher parks an event the topic refused with
+/// (`cqrs_event_publisher::park::refused`: `SNS refused event <id> (version <v>): <code>: ...`).
+const REFUSED_PREFIX: &str = "SNS refused event ";
+
+/// The id of the event the topic refused, when `reason` is the publisher's refusal.
+fn refused_event(reason: &str) -> Option<&str> {
+    reason
+        .strip_prefix(REFUSED_PREFIX)?
+        .split_whitespace()
+        .next()
+}
+
+/// What became of one parked change-event record.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Republished {
+    pk: Option<String>,
+    sk: Option<String>,
+    sequence_number: String,
+    version: Option<i64>,
+    /// `published`, `would-publish` (dry run) or `left` (stays parked).
+    outcome: &'static str,
+    /// The ids of the record's events, in the order they go (went, would go).
+    events: Vec<String>,
+    /// How many of them the topic accepted in this run.
+    published: usize,
+    removed: bool,
+    /// Why the record stays parked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+}
+
+/// The entries of the events `parked` names, made by the publisher's own code from the parked
+/// stream record (see the [module docs](self)); `Err`: why it stays parked.
+async fn entries_of(
+    store: &Store,
+    feed: &Feed,
+    parked: &ParkedRecord,
+) -> Result<Vec<Entry>, String> {
+    let record = match parked.record.as_deref() {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| format!("the parked stream record does not read: {e}"))?,
+        None => record_from_history(store, parked).await?,
+    };
+    let batch =
+        events_from_batch_with(feed, std::slice::from_ref(&record), store, Gaps::Skip).await;
+    let failures = || {
+        batch
+            .failures
+            .iter()
+            .map(|f| f.error.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let events: Vec<&cqrs_events::ChangeEvent> = match refused_event(&parked.reason) {
+        // The topic refused one event; the record's others went out.
+        Some(id) => {
+            let events: Vec<_> = batch.events.iter().filter(|e| e.id == id).collect();
+            if events.is_empty() {
+                let why = failures();
+                return Err(if why.is_empty() {
+                    format!("the record no longer makes the refused event {id}")
+                } else {
+                    why
+                });
+            }
+            events
+        }
+        None => {
+            if !batch.failures.is_empty() {
+                return Err(failures());
+            }
+            if batch.events.is_empty() {
+                return Err(
+                    "the record makes no event (its item is of no entity of the model, \
+                            or a REMOVE not made by TTL)"
+                        .into(),
+                );
+            }
+            batch.events.iter().collect()
+        }
+    };
+    events
+        .into_iter()
+        .map(|e| {
+            Entry::of(e).map_err(|error| format!("event {} does not serialise: {error}", e.id))
+        })
+        .collect()
+}
+
+/// The stream record of an event the topic refused, when the parked entry could not keep it
+/// (its JSON too large for an item): the `MODIFY` from version `v - 1` to the refused version `v`
+/// (an `INSERT` of version 1), both read from the history table (consistent reads), in the data
+/// table's form, observed when it was parked. Only for a refusal of an `INSERT` or `MODIFY`: the
+/// refusal names the one event to make; any other entry's versions are not known without its
+/// record.
+async fn record_from_history(
+    store: &Store,
+    parked: &ParkedRecord,
+) -> Result<aws_lambda_events::event::dynamodb::EventRecord, String> {
+    use cqrs_events::{HistoryKey, HistoryReader};
+    let too_large = "the stream record was too large to keep in the parked table";
+    let refused = refused_event(&parked.reason).is_some();
+    let (Some(pk), Some(sk), Some(version), true, "INSERT" | "MODIFY") = (
+        parked.item_pk.as_deref(),
+        parked.item_sk.as_deref(),
+        parked.version,
+        refused,
+        parked.event_name.as_str(),
+    ) else {
+        return Err(format!(
+            "{too_large}, and its entry names no single version to read from history: its events \
+             cannot be made again (`cqrs replay` feeds a framework consumer from history)"
+        ));
+    };
+    let sk = remove_sort_key_version(sk);
+    let wanted: Vec<HistoryKey> = (version - 1..=version)
+        .filter(|v| *v >= 1)
+        .map(|v| HistoryKey::new(pk, sk, v))
+        .collect();
+    let found = store
+        .read_versions(&wanted)
+        .await
+        .map_err(|e| format!("reading the history of {pk} / {sk}: {e}"))?;
+    let image = |v: i64| -> Result<serde_dynamo::Item, String> {
+        let item = found.iter().find(|item| item.version == v).ok_or_else(|| {
+            format!("{too_large}, and version {v} of {pk} / {sk} is not in the history table")
+        })?;
+        let attributes = item
+            .clone()
+            .into_data_item()
+            .to_attributes()
+            .map_err(|e| format!("version {v} of {pk} / {sk}: {e}"))?;
+        Ok(serde_dynamo::Item::from(attributes))
+    };
+    let mut record = aws_lambda_events::event::dynamodb::EventRecord::default();
+    record.event_id = parked.event_id.clone();
+    record.event_name = if version > 1 { "MODIFY" } else { "INSERT" }.to_string();
+    record.change.keys = serde_dynamo::Item::from(std::collections::HashMap::from([
+        (
+            "pk".to_string(),
+            aws_sdk_dynamodb::types::AttributeValue::S(pk.into()),
+        ),
+        (
+            "sk".to_string(),
+            aws_sdk_dynamodb::types::AttributeValue::S(sk.into()),
+        ),
+    ]));
+    if version > 1 {
+        record.change.old_image = image(version - 1)?;
+    }
+    record.change.new_image = image(version)?;
+    record.change.sequence_number = Some(parked.sequence_number.clone());
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(&parked.parked_at) {
+        record.change.approximate_creation_date_time = at.with_timezone(&chrono::Utc);
+    }
+    Ok(record)
+}
+
+/// Publishes `entries` in order, one a call (an item's versions never share a call, as the
+/// publisher sends them); answers how many the topic accepted and, at the first it did not, why.
+async fn publish(topic: &dyn Publish, entries: &[Entry]) -> (usize, Option<String>) {
+    for (at, entry) in entries.iter().enumerate() {
+        let error = match topic.publish_batch(std::slice::from_ref(entry)).await {
+            Ok(results) => match results.into_iter().next() {
+                Some(Ok(())) => continue,
+                Some(Err(error)) => error,
+                None => {
+                    cqrs_event_publisher::PublishError::new("NoResult", "no result for the entry")
+                }
+            },
+            Err(error) => error,
+        };
+        let why = if error.permanent() {
+            format!("the topic refused event {} again: {error}", entry.dedup_id)
+        } else {
+            format!(
+                "publishing event {} failed (run again later): {error}",
+                entry.dedup_id
+            )
+        };
+        return (at, Some(why));
+    }
+    (entries.len(), None)
+}
+
+/// Runs `cqrs redrive events` (see the [module docs](self)).
+async fn republish(store: &Store, args: EventsArgs) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(&args.model)
+        .map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let model =
+        cqrs_model::Model::parse(&text).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let source = args.source.clone();
+    let feed = Feed::from_lookup(model, |name| {
+        (name == SOURCE_ENV).then(|| source.clone()).flatten()
+    });
+    let topic = match (&args.topic_arn, args.dry_run) {
+        (Some(arn), _) if !arn.trim().is_empty() => {
+            let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                .load()
+                .await;
+            let mut builder = aws_sdk_sns::config::Builder::from(&config);
+            if let Some(url) = &args.sns_endpoint_url {
+                builder = builder.endpoint_url(url);
+            }
+            Some(SnsTopic::new(
+                aws_sdk_sns::Client::from_conf(builder.build()),
+                arn.trim(),
+            ))
+        }
+        (_, true) => None,
+        _ => {
+            return Err(format!(
+                "no events topic: give --topic-arn or set {TOPIC_ENV}"
+            ));
+        }
+    };
+    let item = args
+        .pk
+        .clone()
+        .zip(args.sk.clone())
+        .map(|(pk, sk)| ItemKey { pk, sk });
+    let parked: Vec<ParkedRecord> = records(store, args.tenant.as_deref(), item.as_ref())
+        .await?
+        .into_iter()
+        .filter(|r| r.reason_kind == EVENT_FEED_KIND)
+        .collect();
+    let mut done = Vec::with_capacity(parked.len());
+    for record in &parked {
+        let mut outcome = Republished {
+            pk: record.item_pk.clone(),
+            sk: record.item_sk.clone(),
+            sequence_number: record.sequence_number.clone(),
+            version: record.version,
+            outcome: "left",
+            events: Vec::new(),
+            published: 0,
+            removed: false,
+            why: None,
+        };
+        let entries = match entries_of(store, &feed, record).await {
+            Ok(entries) => entries,
+            Err(why) => {
+                outcome.why = Some(why);
+                done.push(outcome);
+                continue;
+            }
+        };
+        outcome.events = entries.iter().map(|e| e.dedup_id.clone()).collect();
+        let Some(topic) = topic.as_ref().filter(|_| !args.dry_run) else {
+            outcome.outcome = "would-publish";
+            done.push(outcome);
+            continue;
+        };
+        let (published, why) = publish(topic, &entries).await;
+        outcome.published = published;
+        if why.is_some() {
+            outcome.why = why;
+            done.push(outcome);
+            continue;
+        }
+        outcome.outcome = "published";
+        if !args.keep {
+            store
+                .delete_parked(record)
+                .await
+                .map_err(|e| format!("removing the parked record {}: {e}", record.sk()))?;
+            outcome.removed = true;
+        }
+        done.push(outcome);
+    }
+    let published: usize = done.iter().map(|d| d.published).sum();
+    let would: usize = done
+        .iter()
+        .filter(|d| d.outcome == "would-publish")
+        .map(|d| d.events.len())
+        .sum();
+    let removed = done.iter().filter(|d| d.removed).count();
+    let left = done.iter().filter(|d| d.outcome == "left").count();
+    if args.json {
+        let out = serde_json::json!({
+            "dryRun": args.dry_run,
+            "records": done,
+            "published": published,
+            "wouldPublish": would,
+            "removed": removed,
+            "left": left,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "redrive events{}: {} change-event records, {} events {}, {} records removed, {} left \
+             parked",
+            if args.dry_run { " (dry run)" } else { "" },
+            done.len(),
+            if args.dry_run { would } else { published },
+            if args.dry_run {
+                "would be published"
+            } else {
+                "published"
+            },
+            removed,
+            left
+        );
+        for d in &done {
+            println!(
+                "  {} / {} @{}  {}  {} events{}{}",
+                d.pk.as_deref().unwrap_or("-"),
+                d.sk.as_deref().unwrap_or("-"),
+                d.sequence_number,
+                d.outcome,
+                d.events.len(),
+                if d.removed { ", removed" } else { "" },
+                d.why.as_ref().map(|w| format!(": {w}")).unwrap_or_default()
+            );
+        }
+        if published > 0 {
+            println!(
+                "republished versions reach subscribers after later versions of their item: \
+                 subscribers outside the framework must compare `itemversion`"
+            );
+        }
+    }
+    if left > 0 {
+        return Ok(ExitCode::from(EXIT_DIFFERENCE));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,5 +786,23 @@ mod tests {
         let other = parked("ORDER#t1#ORDER", "o1@1");
         assert_eq!(other.item_id, parked("ORDER#t1", "ORDER#o1@3").item_id);
         assert!(!order.holds(&other));
+    }
+
+    #[test]
+    fn a_refused_event_is_named_by_the_publishers_reason() {
+        let record = serde_json::from_str(
+            r#"{"eventID":"e1","eventName":"MODIFY","awsRegion":"r",
+                "dynamodb":{"Keys":{"pk":{"S":"PRODUCT#t1"},"sk":{"S":"P001"}},
+                "NewImage":{"version":{"N":"4"}},"SequenceNumber":"100","SizeBytes":1}}"#,
+        )
+        .unwrap();
+        let error = cqrs_event_publisher::PublishError::sender("ParameterValueInvalid", "bad");
+        let parked =
+            cqrs_event_publisher::park::refused(&record, "abc_-12", 3, &error, chrono::Utc::now());
+        assert_eq!(refused_event(&parked.reason), Some("abc_-12"));
+        assert_eq!(
+            refused_event("version 2 of P#t1 / a is not in the history table"),
+            None
+        );
     }
 }
