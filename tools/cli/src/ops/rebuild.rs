@@ -87,8 +87,8 @@ pub struct RebuildArgs {
     /// Where the relational read model is (a connection string, or RDS Proxy with IAM).
     #[command(flatten)]
     pub sql_target: super::sql::SqlTarget,
-    /// Test hook: stop once this many pages are done (pages other segments have in flight finish
-    /// too), as if the run were killed (the checkpoint stays).
+    /// Test hook: stop once this many pages that read versions are done (pages other segments
+    /// have in flight finish too), as if the run were killed (the checkpoint stays).
     #[arg(long, hide = true)]
     pub stop_after_pages: Option<u64>,
 }
@@ -419,9 +419,14 @@ impl Run<'_> {
             }
             self.this_run.lock().map_err(|_| "lock")?.add(&counts);
             self.progress.inc(counts.items);
-            let pages = self.pages.fetch_add(1, Ordering::SeqCst) + 1;
-            if self.stop_after.is_some_and(|limit| pages >= limit) {
-                self.stopped.store(true, Ordering::SeqCst);
+            // The test hook counts pages that read versions: an empty segment (all of a small
+            // table's items in one partition fall into one segment) would otherwise stop the run
+            // before the segment holding the items had read its first page.
+            if counts.versions_read > 0 {
+                let pages = self.pages.fetch_add(1, Ordering::SeqCst) + 1;
+                if self.stop_after.is_some_and(|limit| pages >= limit) {
+                    self.stopped.store(true, Ordering::SeqCst);
+                }
             }
             match next {
                 Some(cursor) => start = Some(cursor),
