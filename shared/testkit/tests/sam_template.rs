@@ -43,6 +43,8 @@ const SQL_SYNC: (&str, &str) = ("SqlSyncFunction", "sql-sync");
 const EVENT_PUBLISHER: (&str, &str) = ("EventPublisherFunction", "event-publisher");
 /// The realtime publisher (RealtimeEvents=on, a consumer of the change feed).
 const REALTIME: (&str, &str) = ("RealtimeFunction", "realtime");
+/// The change log (ChangeLog=on, a consumer of the change feed).
+const CHANGE_LOG: (&str, &str) = ("ChangeLogFunction", "change-log");
 
 /// Every route of the HTTP API: method, path, function.
 const ROUTES: [(&str, &str, &str); 10] = [
@@ -421,7 +423,7 @@ fn check_functions(t: &Value) -> Problems {
     let own = own_functions();
     let all: Vec<(String, String)> = FUNCTIONS
         .iter()
-        .chain([&SQL_SYNC, &EVENT_PUBLISHER, &REALTIME])
+        .chain([&SQL_SYNC, &EVENT_PUBLISHER, &REALTIME, &CHANGE_LOG])
         .map(|(id, binary)| ((*id).to_owned(), (*binary).to_owned()))
         .chain(own.iter().map(|f| (f.id.clone(), f.binary.clone())))
         .chain(consumer_functions())

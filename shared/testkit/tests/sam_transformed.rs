@@ -303,16 +303,16 @@ fn check_stream_reader(role_id: &str, role: &Value, table: &str) -> Problems {
 fn check_no_local_caller_mode(t: &Value) -> Problems {
     let mut problems = Problems::new();
     let functions = of_type(t, "AWS::Lambda::Function");
-    // The framework's six (event-publisher with the change feed, realtime with RealtimeEvents),
-    // and one per route function and per consumer of the model.
+    // The framework's seven (event-publisher with the change feed, realtime with RealtimeEvents,
+    // change-log with ChangeLog), and one per route function and per consumer of the model.
     let own = std::fs::read_to_string(Path::new(ROOT).join("model.toml"))
         .ok()
         .and_then(|text| cqrs_model::Model::parse(&text).ok())
         .map_or(0, |model| model.routes().len() + model.consumers().len());
-    if functions.len() != 6 + own {
+    if functions.len() != 7 + own {
         problems.push(format!(
             "expected the {} functions, got {:?}",
-            6 + own,
+            7 + own,
             functions.iter().map(|(id, _)| id).collect::<Vec<_>>()
         ));
     }
