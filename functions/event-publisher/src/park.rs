@@ -183,8 +183,26 @@ pub fn refused(
     error: &PublishError,
     now: DateTime<Utc>,
 ) -> ParkedRecord {
-    let reason = format!("SNS refused event {event_id} (version {version}): {error}");
+    let reason = format!("{REFUSED_PREFIX}{event_id} (version {version}): {error}");
     entry(record, Some(version), reason, now)
+}
+
+/// How the reason of a [`refused`] entry starts.
+const REFUSED_PREFIX: &str = "SNS refused event ";
+
+/// The id of the event the topic refused, when `reason` is a [`refused`] entry's (`cqrs redrive
+/// events` republishes that event alone); `None` for any other reason.
+///
+/// ```
+/// use cqrs_event_publisher::park::refused_event_id;
+/// assert_eq!(refused_event_id("SNS refused event id3 (version 3): ParameterValueInvalid: bad"), Some("id3"));
+/// assert_eq!(refused_event_id("version 2 of P#t1 / a is not in the history table"), None);
+/// ```
+pub fn refused_event_id(reason: &str) -> Option<&str> {
+    reason
+        .strip_prefix(REFUSED_PREFIX)?
+        .split_whitespace()
+        .next()
 }
 
 /// The parked entry of `record` with `reason`; its version `version`, else the one its image

@@ -51,6 +51,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use cqrs_event_publisher::park::refused_event_id;
 use cqrs_event_publisher::{Entry, Publish, SnsTopic, TOPIC_ENV};
 use cqrs_events::{Feed, Gaps, SOURCE_ENV, events_from_batch_with};
 use cqrs_keys::parked::EVENT_FEED_KIND;
@@ -425,18 +426,6 @@ async fn redrive(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The start of the reason the publisher parks an event the topic refused with
-/// (`cqrs_event_publisher::park::refused`: `SNS refused event <id> (version <v>): <code>: ...`).
-const REFUSED_PREFIX: &str = "SNS refused event ";
-
-/// The id of the event the topic refused, when `reason` is the publisher's refusal.
-fn refused_event(reason: &str) -> Option<&str> {
-    reason
-        .strip_prefix(REFUSED_PREFIX)?
-        .split_whitespace()
-        .next()
-}
-
 /// What became of one parked change-event record.
 #[derive(Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -479,7 +468,7 @@ async fn entries_of(
             .collect::<Vec<_>>()
             .join("; ")
     };
-    let events: Vec<&cqrs_events::ChangeEvent> = match refused_event(&parked.reason) {
+    let events: Vec<&cqrs_events::ChangeEvent> = match refused_event_id(&parked.reason) {
         // The topic refused one event; the record's others went out.
         Some(id) => {
             let events: Vec<_> = batch.events.iter().filter(|e| e.id == id).collect();
@@ -527,7 +516,7 @@ async fn record_from_history(
 ) -> Result<aws_lambda_events::event::dynamodb::EventRecord, String> {
     use cqrs_events::{HistoryKey, HistoryReader};
     let too_large = "the stream record was too large to keep in the parked table";
-    let refused = refused_event(&parked.reason).is_some();
+    let refused = refused_event_id(&parked.reason).is_some();
     let (Some(pk), Some(sk), Some(version), true, "INSERT" | "MODIFY") = (
         parked.item_pk.as_deref(),
         parked.item_sk.as_deref(),
@@ -799,9 +788,9 @@ mod tests {
         let error = cqrs_event_publisher::PublishError::sender("ParameterValueInvalid", "bad");
         let parked =
             cqrs_event_publisher::park::refused(&record, "abc_-12", 3, &error, chrono::Utc::now());
-        assert_eq!(refused_event(&parked.reason), Some("abc_-12"));
+        assert_eq!(refused_event_id(&parked.reason), Some("abc_-12"));
         assert_eq!(
-            refused_event("version 2 of P#t1 / a is not in the history table"),
+            refused_event_id("version 2 of P#t1 / a is not in the history table"),
             None
         );
     }
