@@ -310,7 +310,7 @@ def phase_keys(results: dict, target: Path) -> None:
     criterion_dir = target / "criterion" / "keys_vs_node"
     shutil.rmtree(criterion_dir, ignore_errors=True)
     subprocess.run(
-        ["cargo", "bench", "-p", "bench-floor", "--bench", "keys_vs_node", "--", "--noplot"],
+        cargo_bench("keys") + ["--", "--noplot"],
         cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
         env={**os.environ, "BENCH_KEY_INPUTS": str(inputs_path), "BENCH_KEY_CHECK": str(rust_check)},
     )
@@ -545,6 +545,42 @@ def p99(values: list[float]) -> float:
 
 ECHO = "bench-floor"
 # Each of our functions and its hand-written floor: the same event, the same DynamoDB calls, the same check.
+# Every Rust bench a phase runs, as (package, bench target). main() checks them against the
+# workspace before measuring anything, so that a renamed package fails the run in a second rather
+# than after the phases before it; `make test` runs the same check (`bench/run.py --check-targets`).
+BENCHES = {
+    "keys": ("bench-floor", "keys_vs_node"),
+    "projection": ("cqrs-data-sync", "projection"),
+    "rebuild": ("cqrs-cli", "rebuild"),
+    "sql-sync": ("cqrs-sql-sync", "throughput"),
+    "events": ("cqrs-consumer", "events"),
+    "patterns": ("cqrs-query-handler", "patterns"),
+    "report": ("cqrs-cli", "report"),
+    "sequences": ("cqrs-command-handler", "sequences"),
+}
+
+
+def cargo_bench(name: str, *flags: str) -> list[str]:
+    """`cargo bench [flags] -p <package> --bench <target>` for the bench ``name`` of BENCHES."""
+    package, bench = BENCHES[name]
+    return ["cargo", "bench", *flags, "-p", package, "--bench", bench]
+
+
+def bench_target_problems() -> list[str]:
+    """What in BENCHES the workspace does not have: a package, or a bench target of it."""
+    meta = json.loads(subprocess.run(
+        ["cargo", "metadata", "--no-deps", "--format-version", "1", "--locked"],
+        cwd=ROOT, check=True, capture_output=True, text=True).stdout)
+    benches = {p["name"]: {t["name"] for t in p["targets"] if "bench" in t["kind"]} for p in meta["packages"]}
+    problems = []
+    for name, (package, bench) in sorted(BENCHES.items()):
+        if package not in benches:
+            problems.append(f"bench {name}: no package {package} in the workspace")
+        elif bench not in benches[package]:
+            problems.append(f"bench {name}: package {package} has no bench target {bench}")
+    return problems
+
+
 PAIRS = [("command-handler", "floor-create"), ("query-handler", "floor-get"), ("data-sync", "floor-batch")]
 FLOORS = [floor for _, floor in PAIRS]
 NODE = ["node-floor", "node-mbc"]
@@ -1232,7 +1268,7 @@ REBUILD_LINES = {
 def projection_run(size: int, versions: int) -> dict:
     """One run of the projection bench: `size` records, `versions` per item."""
     proc = subprocess.run(
-        ["cargo", "bench", "-p", "data-sync", "--bench", "projection"],
+        cargo_bench("projection"),
         cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_RECORDS": str(size), "BENCH_VERSIONS": str(versions),
                        "RUST_LOG": "warn"},
         capture_output=True, text=True,
@@ -1253,7 +1289,7 @@ def projection_run(size: int, versions: int) -> dict:
 def rebuild_run(items: int) -> dict:
     """One run of the rebuild bench: `items` items of 4 versions in history, rebuilt by `cqrs rebuild`."""
     proc = subprocess.run(
-        ["cargo", "bench", "-p", "cqrs-cli", "--bench", "rebuild"],
+        cargo_bench("rebuild"),
         cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_ITEMS": str(items), "RUST_LOG": "warn"},
         capture_output=True, text=True,
     )
@@ -1292,7 +1328,7 @@ def phase_sql(results: dict) -> None:
     and stops a PostgreSQL cluster of its own (see the bench's docstring)."""
     load_before = loadavg()
     proc = subprocess.run(
-        ["cargo", "bench", "--locked", "-p", "cqrs-sql-sync", "--bench", "throughput"],
+        cargo_bench("sql-sync", "--locked"),
         cwd=ROOT, env={**os.environ, "RUST_LOG": "warn"}, capture_output=True, text=True,
     )
     if proc.returncode != 0:
@@ -1325,7 +1361,7 @@ def phase_events(results: dict) -> None:
     (see the bench's docstring)."""
     load_before = loadavg()
     proc = subprocess.run(
-        ["cargo", "bench", "--locked", "-p", "cqrs-consumer", "--bench", "events"],
+        cargo_bench("events", "--locked"),
         cwd=ROOT, env={**os.environ, **ddb_env(), "RUST_LOG": "warn"}, capture_output=True, text=True,
     )
     if proc.returncode != 0:
@@ -1354,7 +1390,7 @@ def phase_patterns(results: dict) -> None:
     items = env_int("BENCH_PATTERN_ITEMS", 2000)
     say(f"patterns: {items} orders, 10 shards beside one partition")
     proc = subprocess.run(
-        ["cargo", "bench", "-p", "query-handler", "--bench", "patterns"],
+        cargo_bench("patterns"),
         cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_ITEMS": str(items), "RUST_LOG": "warn"},
         capture_output=True, text=True,
     )
@@ -1388,7 +1424,7 @@ def phase_report(results: dict) -> None:
     profile = os.environ.get("BENCH_REPORT_PROFILE", "bench")
     out = {"items": items, "repeats": repeats, "profile": profile, "load_before": loadavg()}
     say(f"report: cqrs report over {items} items against a raw parallel scan, {repeats} rounds ({profile} profile)")
-    argv = ["cargo", "bench", "-p", "cqrs-cli", "--bench", "report"]
+    argv = cargo_bench("report")
     if profile != "bench":
         argv += ["--profile", profile]
     proc = subprocess.run(
@@ -1430,7 +1466,7 @@ def phase_sequences(results: dict) -> None:
     out = {"load_before": loadavg(), "draws": draws}
     say(f"sequences: {draws} draws of one counter")
     proc = subprocess.run(
-        ["cargo", "bench", "-p", "command-handler", "--bench", "sequences"],
+        cargo_bench("sequences"),
         cwd=ROOT, env={**os.environ, **ddb_env(), "BENCH_DRAWS": str(draws), "RUST_LOG": "warn"},
         capture_output=True, text=True,
     )
@@ -1521,6 +1557,9 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"bench: unknown phases {sorted(unknown)}; known: {phases}")
     chosen = only or phases
+    problems = bench_target_problems()
+    if problems:
+        raise SystemExit("bench: the benches below are not in the workspace:\n  " + "\n  ".join(problems))
     WORK.mkdir(parents=True, exist_ok=True)
     target = target_dir()
     started = time.monotonic()
@@ -1603,4 +1642,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--check-targets"]:
+        found = bench_target_problems()
+        for line in found:
+            print(f"bench/run.py: {line}", file=sys.stderr)
+        if found:
+            sys.exit(1)
+        print(f"bench/run.py: the {len(BENCHES)} Rust benches it runs are in the workspace")
+    else:
+        main()
