@@ -99,6 +99,11 @@ async fn main() {
         .args(["rebuild", "--json", "--segments", "4", "--checkpoint"])
         .arg(&checkpoint)
         .args(["--endpoint-url", &cqrs_testkit::endpoint::endpoint()])
+        // The example shop's model (its `product` entity is what this bench writes): `cqrs
+        // rebuild` reads `model.toml` from the working folder by default, and cargo runs a bench
+        // in its package's folder, tools/cli, which has none.
+        .arg("--model")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../model.toml"))
         .env("DATA_TABLE", &t.data)
         .env("HISTORY_TABLE", &t.history)
         .output()
