@@ -1,5 +1,5 @@
 # The project's commands; see README.md.
-.PHONY: test dev dev-up dev-down bench
+.PHONY: test dev dev-up dev-down bench book
 
 test: ## Every test: fmt, clippy, docs, template checks, the suite against DynamoDB Local, end to end
 	bash scripts/test.sh
@@ -21,3 +21,6 @@ dev-down: ## Stop what dev-up started
 
 bench: ## Benchmarks beside @mbc-cqrs-serverless/core (Node), one run; rewrites BENCHMARKS.md
 	bash scripts/bench.sh
+
+book: ## The book (mdBook) into target/book: includes, links and anchors checked, rendered in Chromium
+	bash scripts/book.sh
