@@ -38,7 +38,9 @@
 //! The features name the functions (all on by default): `command-handler`, `query-handler`,
 //! `data-sync`, `sql-sync`, `routes`, `events` (the change feed, consumers and the change log) and
 //! `realtime`. The crates a service's code uses are re-exported, with the versions the framework is
-//! built with: [`lambda_http`], [`lambda_runtime`], [`tokio`], [`tracing`].
+//! built with: [`lambda_http`], [`lambda_runtime`], [`tokio`], [`tracing`]. One more feature is for
+//! a service's tests, as a dev-dependency: `testkit` (module `testkit`: the checks of its model and
+//! what is generated from it, DynamoDB Local's tables, a client of its running stack).
 #![forbid(unsafe_code)]
 
 pub use lambda_http;
@@ -100,15 +102,25 @@ pub mod model {
 }
 
 /// Items as the tables hold them, and an entity's typed form (`src/model.rs`, which
-/// `cqrs model rust` writes).
+/// `cqrs model rust --crate cqrs_dynamo::item` writes: its types come from this module).
 pub mod item {
-    pub use cqrs_item::{Item, Map, TypedEntity, Value};
+    pub use cqrs_item::{Item, Map, Number, TypedEntity, Value};
 }
 
 /// The service's rules in code: a hook per entity, run before a command's write.
 #[cfg(feature = "command-handler")]
 pub mod hooks {
-    pub use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks};
+    pub use cqrs_command_handler::hooks::{CommandHook, HookCommand, HookFuture, Hooks, limit_key};
+}
+
+/// A service's own sync targets in data-sync (deprecated: a failing target holds back its whole
+/// stream shard; a consumer, `[consumers.<name>]` in `model.toml`, runs the same target with
+/// `consumer::FromSyncTarget`, with a queue of its own). For a service that has targets and
+/// runs them with [`run::data_sync_with`] until it moves them.
+#[cfg(feature = "data-sync")]
+pub mod data_sync {
+    pub use cqrs_data_sync::{Change, DataSync, SyncTarget, TargetError};
+    pub use cqrs_store::projection::DataWrite;
 }
 
 /// The service's own HTTP routes (`model.toml`'s `[routes.<function>]`): axum handlers with the
@@ -197,6 +209,47 @@ pub mod run {
     #[cfg(feature = "data-sync")]
     pub fn data_sync<S: Service>() -> Result<(), Error> {
         block_on(cqrs_data_sync::run(|_store, sync| sync))
+    }
+
+    /// data-sync with the service's own sync targets ([`crate::data_sync`]), added by `targets`
+    /// (deprecated, as targets are: a consumer runs one with its own queue).
+    ///
+    /// ```no_run
+    /// # struct Tasks;
+    /// # impl cqrs_dynamo::Service for Tasks { const MODEL: &'static str = cqrs_dynamo::model::EXAMPLE_TOML; }
+    /// use cqrs_dynamo::data_sync::{Change, SyncTarget, TargetError};
+    ///
+    /// struct Printed;
+    ///
+    /// impl SyncTarget for Printed {
+    ///     fn name(&self) -> &str {
+    ///         "printed"
+    ///     }
+    ///     fn apply<'a>(
+    ///         &'a self,
+    ///         change: &'a Change,
+    ///     ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), TargetError>> + Send + 'a>> {
+    ///         Box::pin(async move {
+    ///             println!("{} {}", change.item.pk, change.item.sk);
+    ///             Ok(())
+    ///         })
+    ///     }
+    /// }
+    ///
+    /// fn main() -> Result<(), cqrs_dynamo::Error> {
+    ///     #[allow(deprecated)] // sync targets: a consumer runs one with its own queue
+    ///     cqrs_dynamo::run::data_sync_with::<Tasks>(|sync| sync.with_target(Printed))
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// What stops its cold start (`cqrs_data_sync::run`).
+    #[cfg(feature = "data-sync")]
+    pub fn data_sync_with<S: Service>(
+        targets: impl FnOnce(cqrs_data_sync::DataSync) -> cqrs_data_sync::DataSync,
+    ) -> Result<(), Error> {
+        block_on(cqrs_data_sync::run(|_store, sync| targets(sync)))
     }
 
     /// sql-sync (`src/bin/sql-sync.rs`): the data table's stream into PostgreSQL, after
@@ -329,5 +382,147 @@ pub mod run {
     ) -> Result<(), Error> {
         let routes = handlers(cqrs_routes::Routes::new(S::MODEL, function)?)?;
         block_on(async move { routes.run().await.map_err(Error::from) })
+    }
+}
+
+/// What a service's tests use: feature `testkit`, a dev-dependency (`cqrs-dynamo = { …, features
+/// = ["testkit"] }` under `[dev-dependencies]`), never in a deployed function.
+///
+/// - the checks of `tests/model.rs`: the model and the hooks ([`assert_model`](testkit::assert_model)),
+///   the typed entities of `src/model.rs`
+///   ([`assert_typed_entities`](testkit::assert_typed_entities)), the migrations
+///   ([`assert_migrations`](testkit::assert_migrations)), `template.yaml`'s routes and the local
+///   router ([`assert_routers`](testkit::assert_routers));
+/// - DynamoDB Local: fresh tables as the template declares them ([`fresh_tables`](testkit::fresh_tables),
+///   at `AWS_ENDPOINT_URL_DYNAMODB`, which `cqrs dynamodb-local start` sets), API Gateway events
+///   ([`HttpApiRequest`](testkit::HttpApiRequest)) and stream events ([`stream_event`](testkit::stream_event));
+/// - a client of the running stack (`make dev-up`): [`Api`](testkit::Api);
+/// - the functions in-process against those tables, for tests of a service's rules:
+///   [`command_handler`](testkit::command_handler), [`query_handler`](testkit::query_handler),
+///   [`crate::data_sync::DataSync`], an own route's router with [`invoke`](testkit::invoke).
+///
+/// ```
+/// struct Shop;
+/// impl cqrs_dynamo::Service for Shop {
+///     const MODEL: &'static str = cqrs_dynamo::model::EXAMPLE_TOML;
+/// }
+/// cqrs_dynamo::testkit::assert_model::<Shop>();
+/// ```
+#[cfg(feature = "testkit")]
+pub mod testkit {
+    use std::path::Path;
+
+    use super::Service;
+
+    pub use cqrs_caller::CallerMode;
+    pub use cqrs_routes::invoke;
+    pub use cqrs_store::{Store, Tables};
+    pub use cqrs_testkit::api::Api;
+    pub use cqrs_testkit::http_event::HttpApiRequest;
+    pub use cqrs_testkit::{TestTables, fresh_tables, stream_event};
+
+    /// The command handler in-process: [`App`](command_handler::App) (its store, caller mode,
+    /// model and hooks) and [`handle`](command_handler::handle), one API Gateway request at a time.
+    pub mod command_handler {
+        pub use cqrs_command_handler::{App, handle};
+    }
+
+    /// The query handler in-process: [`App`](query_handler::App) and
+    /// [`handle`](query_handler::handle).
+    pub mod query_handler {
+        pub use cqrs_query_handler::{App, handle};
+    }
+
+    /// Where the typed entities of a service on this crate take their items from:
+    /// `cqrs model rust --crate cqrs_dynamo::item`.
+    pub const ITEM_PATH: &str = "cqrs_dynamo::item";
+
+    /// `S::MODEL`, parsed and checked; its problems, all of them, as text.
+    fn model<S: Service>() -> Result<cqrs_model::Model, String> {
+        cqrs_model::Model::parse(S::MODEL).map_err(|errors| format!("model.toml: {errors}"))
+    }
+
+    /// The model checks (every problem of `model.toml`, by entity and field) and every hook of
+    /// [`Service::hooks`] is on an entity of it.
+    ///
+    /// # Panics
+    ///
+    /// With the model's problems, or the hooks on entities it does not have.
+    pub fn assert_model<S: Service>() {
+        let checked = model::<S>().and_then(|model| S::hooks().check(&model));
+        if let Err(problem) = checked {
+            panic!("{problem}");
+        }
+    }
+
+    /// `committed` (the service's `src/model.rs`: `include_str!("../src/model.rs")`) is what
+    /// `cqrs model rust --crate cqrs_dynamo::item` writes for `S::MODEL`: a model change shows
+    /// its Rust consequence in the diff.
+    ///
+    /// # Panics
+    ///
+    /// When it is not, with the first line that differs and the command that writes it again.
+    pub fn assert_typed_entities<S: Service>(committed: &str) {
+        let model = model::<S>().unwrap_or_else(|problem| panic!("{problem}"));
+        let generated = cqrs_model::rust::render_with_path(&model, ITEM_PATH);
+        if generated != committed {
+            let line = generated
+                .lines()
+                .zip(committed.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| generated.lines().count().min(committed.lines().count()));
+            panic!(
+                "src/model.rs does not match model.toml (from line {}): run `cqrs model rust \
+                 --crate {ITEM_PATH} > src/model.rs`",
+                line + 1
+            );
+        }
+    }
+
+    /// The migrations folder `dir` (`concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")`) is up
+    /// to date with `S::MODEL` (no migration to write), and [`Service::MIGRATIONS`] lists its
+    /// files, in order: sql-sync applies them all.
+    ///
+    /// # Panics
+    ///
+    /// With what to run or change.
+    pub fn assert_migrations<S: Service>(dir: impl AsRef<Path>) {
+        let dir = dir.as_ref();
+        let model = model::<S>().unwrap_or_else(|problem| panic!("{problem}"));
+        let recorded =
+            cqrs_sql::migrate::recorded(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let next =
+            cqrs_sql::migrate::plan(recorded.as_ref(), &cqrs_sql::schema::Schema::of(&model))
+                .unwrap_or_else(|e| panic!("a migration cannot be planned: {e}"));
+        assert!(
+            next.is_none(),
+            "model.toml changed since the last migration: run `cqrs model sql --migrations migrations`"
+        );
+        let folder =
+            cqrs_sql::migrate::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let files: Vec<(u32, &str, &str)> = folder
+            .iter()
+            .map(|(version, name, sql)| (*version, name.as_str(), sql.as_str()))
+            .collect();
+        assert!(
+            files == S::MIGRATIONS,
+            "src/lib.rs's MIGRATIONS must list every file of migrations/, in order: the folder \
+             has {:?}, MIGRATIONS {:?}",
+            files.iter().map(|f| f.1).collect::<Vec<_>>(),
+            S::MIGRATIONS.iter().map(|f| f.1).collect::<Vec<_>>()
+        );
+    }
+
+    /// `template.yaml`'s HTTP API routes (AWS) and `Cargo.toml`'s `cargo lambda watch` router
+    /// (local) in the service's folder `dir` (`env!("CARGO_MANIFEST_DIR")`) route the same paths
+    /// to the same functions: `cqrs template` writes both from `model.toml`.
+    ///
+    /// # Panics
+    ///
+    /// With every difference, or why a file could not be read.
+    pub fn assert_routers(dir: impl AsRef<Path>) {
+        let problems = cqrs_testkit::routers::differences(dir.as_ref())
+            .unwrap_or_else(|e| panic!("template.yaml and Cargo.toml: {e}"));
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 }

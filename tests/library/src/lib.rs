@@ -8,9 +8,12 @@
 //! copy that is not a reference copy and a live member (`references.copy`, `references.member`),
 //! and only a librarian creates, updates or deletes copies and loans (`roles`).
 
-use cqrs_command_handler::hooks::{HookCommand, Hooks, limit_key};
-use cqrs_problem::ApiError;
-use cqrs_routes::{Caller, Json, Path, Problem, Store};
+use cqrs_dynamo::ApiError;
+use cqrs_dynamo::data_sync::{Change, DataWrite, SyncTarget, TargetError};
+use cqrs_dynamo::hooks::{HookCommand, Hooks, limit_key};
+use cqrs_dynamo::item::Item;
+use cqrs_dynamo::model::Model;
+use cqrs_dynamo::routes::{Caller, Json, Path, Problem, Store};
 
 pub mod model;
 
@@ -27,12 +30,21 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[(
 /// The model's limit on a member's loans out (`limits.loans_out` of entity `loan`).
 pub const LOANS_OUT: &str = "loan.loans_out";
 
-/// The library's command hooks, by entity: [`member_rules`] (one hook per entity).
-pub fn hooks() -> Hooks {
-    Hooks::new().on_fn("member", member_rules)
+/// The library as the framework runs it: its binaries (`src/bin/`) are one call each of
+/// `cqrs_dynamo::run::<function>::<Library>`.
+pub struct Library;
+
+impl cqrs_dynamo::Service for Library {
+    const MODEL: &'static str = MODEL;
+    const MIGRATIONS: &'static [cqrs_dynamo::Migration] = MIGRATIONS;
+
+    /// The library's command hooks, by entity: [`member_rules`] (one hook per entity).
+    fn hooks() -> Hooks {
+        Hooks::new().on_fn("member", member_rules)
+    }
 }
 
-fn text<'a>(item: &'a cqrs_item::Item, name: &str) -> Option<&'a str> {
+fn text<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
     item.attributes.get(name).and_then(|v| v.as_str())
 }
 
@@ -57,11 +69,10 @@ pub fn member_rules(command: &mut HookCommand<'_>) -> Result<(), ApiError> {
 }
 
 /// The library's model, parsed once.
-fn library_model() -> Result<&'static cqrs_model::Model, ApiError> {
-    static PARSED: std::sync::OnceLock<Result<cqrs_model::Model, String>> =
-        std::sync::OnceLock::new();
+fn library_model() -> Result<&'static Model, ApiError> {
+    static PARSED: std::sync::OnceLock<Result<Model, String>> = std::sync::OnceLock::new();
     PARSED
-        .get_or_init(|| cqrs_model::Model::parse(MODEL).map_err(|e| e.to_string()))
+        .get_or_init(|| Model::parse(MODEL).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|e| ApiError::Internal(format!("model.toml: {e}")))
 }
@@ -130,16 +141,15 @@ impl LoanFeed {
     }
 }
 
-type TargetFuture<'a> = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<(), cqrs_data_sync::TargetError>> + Send + 'a>,
->;
+type TargetFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), TargetError>> + Send + 'a>>;
 
-impl cqrs_data_sync::SyncTarget for LoanFeed {
+impl SyncTarget for LoanFeed {
     fn name(&self) -> &str {
         "loan-feed"
     }
 
-    fn apply<'a>(&'a self, change: &'a cqrs_data_sync::Change) -> TargetFuture<'a> {
+    fn apply<'a>(&'a self, change: &'a Change) -> TargetFuture<'a> {
         Box::pin(async move {
             let item = &change.item;
             if item.entity.as_deref() == Some("loan") {
@@ -148,7 +158,7 @@ impl cqrs_data_sync::SyncTarget for LoanFeed {
                     member_id: text(item, "memberId").unwrap_or_default().to_string(),
                     status: text(item, "status").unwrap_or_default().to_string(),
                     version: item.version,
-                    current: matches!(change.data, cqrs_store::projection::DataWrite::Written),
+                    current: matches!(change.data, DataWrite::Written),
                 });
             }
             Ok(())

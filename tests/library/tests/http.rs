@@ -13,7 +13,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use cqrs_testkit::api::Api;
+use cqrs_dynamo::testkit::Api;
+use cqrs_dynamo::tokio;
 use serde_json::{Value, json};
 
 fn loan(member: &str, copy: &str) -> Value {

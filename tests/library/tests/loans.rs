@@ -6,14 +6,18 @@
 //! and loans (403). The hook's own rule: a member with loans out is not deleted (409). A refused
 //! command writes nothing.
 
-use cqrs_caller::CallerMode;
-use cqrs_command_handler::App;
-use cqrs_store::{Store, Tables};
-use cqrs_testkit::http_event::HttpApiRequest;
+use cqrs_dynamo::Service;
+use cqrs_dynamo::lambda_http::Body;
+use cqrs_dynamo::model::Model;
+use cqrs_dynamo::testkit::command_handler::{self, App};
+use cqrs_dynamo::testkit::{
+    CallerMode, HttpApiRequest, Store, Tables, TestTables, query_handler, stream_event,
+};
+use cqrs_dynamo::tokio;
 use serde_json::{Value, json};
 
-async fn library() -> (App, cqrs_testkit::TestTables) {
-    let tables = cqrs_testkit::fresh_tables().await;
+async fn library() -> (App, TestTables) {
+    let tables = cqrs_dynamo::testkit::fresh_tables().await;
     let store = Store::new(
         tables.client.clone(),
         Tables::new(
@@ -23,9 +27,9 @@ async fn library() -> (App, cqrs_testkit::TestTables) {
             &tables.idempotency,
         ),
     );
-    let model = cqrs_model::Model::parse(library::MODEL).expect("model.toml checks");
+    let model = Model::parse(library::MODEL).expect("model.toml checks");
     let app = App::new(store, CallerMode::Jwt, model)
-        .with_hooks(library::hooks())
+        .with_hooks(library::Library::hooks())
         .expect("the hooks are on the model's entities");
     (app, tables)
 }
@@ -35,10 +39,10 @@ async fn send_as(app: &App, roles: &str, method: &str, body: Value) -> (u16, Val
     let request = HttpApiRequest::command(method, &body.to_string())
         .claims("u1", "t1", roles)
         .request();
-    let response = cqrs_command_handler::handle(app, request).await;
+    let response = command_handler::handle(app, request).await;
     let status = response.status().as_u16();
     let body = match response.body() {
-        lambda_http::Body::Text(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        Body::Text(text) => serde_json::from_str(text).unwrap_or(Value::Null),
         _ => Value::Null,
     };
     (status, body)
@@ -103,14 +107,13 @@ async fn shelves(app: &App, members: &[&str], copies: u32) {
 
 /// How many loans `member` holds out: the declared limit's member set, as the route reads it.
 async fn loans_out(app: &App, member: &str) -> usize {
-    let model = cqrs_model::Model::parse(library::MODEL).unwrap();
-    let key = cqrs_command_handler::hooks::limit_key(&model, "t1", library::LOANS_OUT, &[member])
-        .unwrap();
+    let model = Model::parse(library::MODEL).unwrap();
+    let key = cqrs_dynamo::hooks::limit_key(&model, "t1", library::LOANS_OUT, &[member]).unwrap();
     app.store.limit_members(&key).await.unwrap()
 }
 
 /// How many versions the command table holds (a refused command writes none).
-async fn versions(tables: &cqrs_testkit::TestTables) -> usize {
+async fn versions(tables: &TestTables) -> usize {
     let scan = tables
         .client
         .scan()
@@ -306,7 +309,7 @@ async fn the_librarys_own_route_answers_with_the_frameworks_caller_and_problems(
     }
     // The route function as Lambda runs it: its declaration in model.toml, its handler by operation
     // id, API Gateway events through lambda_http.
-    let router = cqrs_routes::Routes::new(library::MODEL, "member-loans")
+    let router = cqrs_dynamo::routes::Routes::new(library::MODEL, "member-loans")
         .unwrap()
         .on("memberLoans", library::member_loans)
         .unwrap()
@@ -323,7 +326,7 @@ async fn the_librarys_own_route_answers_with_the_frameworks_caller_and_problems(
         };
         let router = router.clone();
         async move {
-            let answer = cqrs_routes::invoke(&router, request.event(), "r-1")
+            let answer = cqrs_dynamo::testkit::invoke(&router, request.event(), "r-1")
                 .await
                 .unwrap();
             let body: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
@@ -377,10 +380,11 @@ async fn loans_are_projected_fed_to_the_librarys_target_once_per_version_and_lis
     // A member, two copies, three loan versions.
     let records = tables.command_stream_records(6).await;
     let arn = tables.command_stream_arn().await;
-    let event = cqrs_testkit::stream_event::lambda_event(&records, &arn).unwrap();
+    let event = stream_event::lambda_event(&records, &arn).unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = seen.clone();
-    let sync = cqrs_data_sync::DataSync::new(app.store.clone()).with_target(
+    #[allow(deprecated)] // a service's own sync target, as its data-sync binary registers it
+    let sync = cqrs_dynamo::data_sync::DataSync::new(app.store.clone()).with_target(
         library::LoanFeed::new(move |e| sink.lock().unwrap().push(e.clone())),
     );
     let response = sync.handle(event.clone()).await;
@@ -417,15 +421,15 @@ async fn loans_are_projected_fed_to_the_librarys_target_once_per_version_and_lis
     assert!(replayed.iter().all(|e| !e.current), "{replayed:?}");
 
     // The member's loans through the library's access pattern, newest state of each.
-    let model = cqrs_model::Model::parse(library::MODEL).unwrap();
-    let query = cqrs_query_handler::App::with_model(app.store.clone(), CallerMode::Jwt, model);
+    let model = Model::parse(library::MODEL).unwrap();
+    let query = query_handler::App::with_model(app.store.clone(), CallerMode::Jwt, model);
     let request = HttpApiRequest::new("GET", "/query/loans_of_member?memberId=m3")
         .claims("librarian", "t1", "")
         .request();
-    let response = cqrs_query_handler::handle(&query, request).await;
+    let response = query_handler::handle(&query, request).await;
     assert_eq!(response.status().as_u16(), 200);
     let page: Value = match response.body() {
-        lambda_http::Body::Text(text) => serde_json::from_str(text).unwrap(),
+        Body::Text(text) => serde_json::from_str(text).unwrap(),
         other => panic!("{other:?}"),
     };
     let mut listed: Vec<(String, String)> = page["items"]

@@ -46,10 +46,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create a new service in DIR: Cargo.toml on the framework's crates, a starter model.toml,
-    /// template.yaml from the model, every function's binary (with an example command hook, an
-    /// own route and a consumer of the change events), migrations, events/, tests, a Makefile and
-    /// a README.
+    /// Create a new service in DIR: Cargo.toml on the framework's crate (cqrs-dynamo), a starter
+    /// model.toml, template.yaml from the model, every function's binary (with an example command
+    /// hook, an own route and a consumer of the change events), migrations, events/, tests, a
+    /// Makefile and a README.
     New {
         /// The folder to create (it must not exist, or be empty).
         dir: PathBuf,
@@ -209,6 +209,11 @@ enum ModelCommand {
         /// The model file.
         #[arg(long, default_value = "model.toml")]
         file: PathBuf,
+        /// The Rust path the file takes TypedEntity, Number, Map and Value from:
+        /// `cqrs_dynamo::item` for a service on the facade crate (cqrs new writes those), the
+        /// crate cqrs-item for a service generated before it.
+        #[arg(long = "crate", value_name = "PATH", default_value = cqrs_model::rust::DEFAULT_PATH)]
+        krate: String,
     },
 }
 
@@ -309,9 +314,12 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
-        Command::Model(ModelCommand::Rust { file }) => match load(&file) {
+        Command::Model(ModelCommand::Rust { file, krate }) => match load(&file) {
             Ok(Ok(model)) => {
-                print!("{}", cqrs_model::rust::render(&model));
+                if let Err(e) = cqrs_model::rust::check_path(&krate) {
+                    return ops::fail("model rust", e);
+                }
+                print!("{}", cqrs_model::rust::render_with_path(&model, &krate));
                 ExitCode::SUCCESS
             }
             Ok(Err(errors)) => {

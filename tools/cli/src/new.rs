@@ -1,11 +1,13 @@
 //! `cqrs new <dir>`: a new service on the framework. It writes the service's `Cargo.toml` (the
-//! framework crates from a path, a git repository or the registry, by `--framework`), a starter
-//! `model.toml`, `template.yaml` (the SAM template, whose data table holds the model's GSIs), its
-//! own code in `src/lib.rs` (an example command hook), its typed entities in `src/model.rs` (what
-//! `cqrs model rust` prints), the functions' binaries (the change feed's publisher and a consumer
-//! among them), sample
-//! `events/`, a test of the model and its hooks, a Makefile and a README. Everything is rendered from the files under `src/new/` of this package,
-//! so the output is the same on every machine ([`render`], snapshot-tested).
+//! framework's facade crate `cqrs-dynamo` from a path, a git repository or the registry, by
+//! `--framework`), a starter `model.toml`, `template.yaml` (the SAM template, whose data table
+//! holds the model's GSIs), its own code in `src/lib.rs` (`impl cqrs_dynamo::Service`: its model,
+//! migrations and an example command hook; an own route's handler), its typed entities in
+//! `src/model.rs` (what `cqrs model rust --crate cqrs_dynamo::item` prints), the functions'
+//! binaries (one call of `cqrs_dynamo::run` each; the change feed's publisher and a consumer among
+//! them), sample `events/`, tests of the model and what is generated from it, a Makefile and a
+//! README. Everything is rendered from the files under `src/new/` of this package, so the output
+//! is the same on every machine ([`render`], snapshot-tested).
 //!
 //! Where the crates come from ([`Framework::resolve`]): `--framework` when given; else, when the
 //! `cqrs` binary runs where it was built from a checkout of the framework (its sources are still
@@ -52,24 +54,12 @@ const CREATE_EVENT: &str = include_str!("new/service/events/command-handler/crea
 const QUERY_EVENT: &str = include_str!("new/service/events/query-handler/tasks-of-owner.json");
 const TEMPLATE_OWN: &str = include_str!("new/service/template.own.yaml");
 
-/// The framework crates a service depends on, and where each lives in the framework's repository.
-pub(crate) const CRATES: [(&str, &str); 15] = [
-    ("cqrs-command-handler", "functions/command-handler"),
-    ("cqrs-data-sync", "functions/data-sync"),
-    ("cqrs-query-handler", "functions/query-handler"),
-    ("cqrs-problem", "shared/problem"),
-    ("cqrs-item", "shared/item"),
-    ("cqrs-model", "shared/model"),
-    ("cqrs-testkit", "shared/testkit"),
-    ("cqrs-store", "shared/store"),
-    ("cqrs-caller", "shared/caller"),
-    ("cqrs-sql", "shared/sql"),
-    ("cqrs-sql-sync", "functions/sql-sync"),
-    ("cqrs-routes", "shared/routes"),
-    ("cqrs-event-publisher", "functions/event-publisher"),
-    ("cqrs-consumer", "functions/consumer"),
-    ("cqrs-realtime", "functions/realtime"),
-];
+/// The framework crates a service depends on, and where each lives in the framework's repository:
+/// the facade alone (its dev-dependency too, with the feature `testkit`).
+pub(crate) const CRATES: [(&str, &str); 1] = [("cqrs-dynamo", "facade")];
+
+/// The features of the facade a service's tests take (`{{dep:cqrs-dynamo+testkit}}`).
+const TEST_FEATURES: &[&str] = &["testkit"];
 
 /// Where the service takes the framework's crates from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,18 +85,24 @@ impl Framework {
         }
     }
 
-    /// The dependency's TOML value for `krate`, which lives at `subdir` of the framework.
-    fn dependency(&self, krate: &str, subdir: &str) -> String {
-        match self {
+    /// The dependency's TOML value for `krate`, which lives at `subdir` of the framework, with
+    /// `features` (none: its default ones).
+    fn dependency(&self, krate: &str, subdir: &str, features: &[&str]) -> String {
+        let _ = krate;
+        let source = match self {
             Framework::Path(root) => {
                 let path = root.join(subdir);
-                format!("{{ path = {} }}", toml_string(&path.to_string_lossy()))
+                format!("path = {}", toml_string(&path.to_string_lossy()))
             }
-            Framework::Git(url) => format!("{{ git = {} }}", toml_string(url)),
-            Framework::Version(req) => {
-                let _ = krate;
-                toml_string(req)
-            }
+            Framework::Git(url) => format!("git = {}", toml_string(url)),
+            Framework::Version(req) if features.is_empty() => return toml_string(req),
+            Framework::Version(req) => format!("version = {}", toml_string(req)),
+        };
+        if features.is_empty() {
+            format!("{{ {source} }}")
+        } else {
+            let features: Vec<String> = features.iter().map(|f| toml_string(f)).collect();
+            format!("{{ {source}, features = [{}] }}", features.join(", "))
         }
     }
 }
@@ -282,6 +278,38 @@ fn toml_string(text: &str) -> String {
     out
 }
 
+/// The name of the service's type in its `src/lib.rs` (`impl cqrs_dynamo::Service for Library`):
+/// the service's name in PascalCase (`library` -> `Library`, `shop-2` -> `Shop2`), with `Service`
+/// after it where that is a name the starter's `src/lib.rs` already uses, a type or trait of
+/// Rust's prelude or a keyword (`query` -> `QueryService`, `self` -> `SelfService`).
+pub fn service_type(name: &str) -> String {
+    /// The prelude's types, traits and variants, and `Self`.
+    const PRELUDE: &str = "Box Option Result String Vec Some None Ok Err Copy Clone Send Sync \
+        Sized Unpin Default Drop Fn FnMut FnOnce Iterator IntoIterator DoubleEndedIterator \
+        ExactSizeIterator Extend ToString ToOwned Eq PartialEq Ord PartialOrd AsRef AsMut Into \
+        From TryFrom TryInto FromIterator Future IntoFuture Self";
+    let pascal: String = name
+        .split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect();
+    // The code of lib.rs, its comments left out (a type does not collide with prose).
+    let in_lib = LIB
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .flat_map(|line| line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .any(|word| word == pascal);
+    if in_lib || PRELUDE.split_whitespace().any(|word| word == pascal) {
+        format!("{pascal}Service")
+    } else {
+        pascal
+    }
+}
+
 /// Whether `name` can name a service: it is the package name and the default resource prefix of its
 /// stack (lower-case letters, digits and hyphens, starting with a letter, at most 40 characters).
 pub fn check_name(name: &str) -> Result<(), String> {
@@ -337,12 +365,18 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         let mut out = text
             .replace("{{name}}", name)
             .replace("{{crate}}", &name.replace('-', "_"))
+            .replace("{{service}}", &service_type(name))
             .replace("{{cli-install}}", &framework.cli_install());
         for (krate, subdir) in CRATES {
-            out = out.replace(
-                &format!("{{{{dep:{krate}}}}}"),
-                &framework.dependency(krate, subdir),
-            );
+            out = out
+                .replace(
+                    &format!("{{{{dep:{krate}}}}}"),
+                    &framework.dependency(krate, subdir, &[]),
+                )
+                .replace(
+                    &format!("{{{{dep:{krate}+{}}}}}", TEST_FEATURES.join("+")),
+                    &framework.dependency(krate, subdir, TEST_FEATURES),
+                );
         }
         out
     };
@@ -359,9 +393,12 @@ pub fn render(name: &str, framework: &Framework) -> Result<Vec<(PathBuf, String)
         (".gitignore", GITIGNORE.to_string()),
         ("requirements-tools.txt", REQUIREMENTS.to_string()),
         ("src/lib.rs", fill(LIB)),
-        ("src/model.rs", cqrs_model::rust::render(&model)),
+        (
+            "src/model.rs",
+            cqrs_model::rust::render_with_path(&model, "cqrs_dynamo::item"),
+        ),
         ("src/bin/command-handler.rs", fill(COMMAND_HANDLER)),
-        ("src/bin/data-sync.rs", DATA_SYNC.to_string()),
+        ("src/bin/data-sync.rs", fill(DATA_SYNC)),
         ("src/bin/query-handler.rs", fill(QUERY_HANDLER)),
         ("src/bin/sql-sync.rs", fill(SQL_SYNC)),
         ("src/bin/task-report.rs", fill(TASK_REPORT)),
@@ -460,17 +497,28 @@ mod tests {
     fn dependencies_follow_the_framework_source() {
         let path = Framework::Path("../fw".into());
         assert_eq!(
-            path.dependency("cqrs-item", "shared/item"),
-            r#"{ path = "../fw/shared/item" }"#
+            path.dependency("cqrs-dynamo", "facade", &[]),
+            r#"{ path = "../fw/facade" }"#
         );
         let git = Framework::Git("https://example.org/fw.git".into());
         assert_eq!(
-            git.dependency("cqrs-item", "shared/item"),
+            git.dependency("cqrs-dynamo", "facade", &[]),
             r#"{ git = "https://example.org/fw.git" }"#
         );
+        let version = Framework::Version("0.1".into());
+        assert_eq!(version.dependency("cqrs-dynamo", "facade", &[]), r#""0.1""#);
+        // The tests' dev-dependency: the same source, with the facade's testkit.
         assert_eq!(
-            Framework::Version("0.1".into()).dependency("cqrs-item", "shared/item"),
-            r#""0.1""#
+            path.dependency("cqrs-dynamo", "facade", TEST_FEATURES),
+            r#"{ path = "../fw/facade", features = ["testkit"] }"#
+        );
+        assert_eq!(
+            git.dependency("cqrs-dynamo", "facade", TEST_FEATURES),
+            r#"{ git = "https://example.org/fw.git", features = ["testkit"] }"#
+        );
+        assert_eq!(
+            version.dependency("cqrs-dynamo", "facade", TEST_FEATURES),
+            r#"{ version = "0.1", features = ["testkit"] }"#
         );
         assert_eq!(toml_string("a\"b\\c"), r#""a\"b\\c""#);
         // The operator CLI comes from the same source as the crates.
@@ -513,6 +561,20 @@ mod tests {
             Framework::Path(root.canonicalize().unwrap())
         );
         assert_eq!(Framework::Version("0.1".into()).flag(), "version:0.1");
+    }
+
+    #[test]
+    fn the_service_type_is_the_name_in_pascal_case_unless_taken() {
+        assert_eq!(service_type("library"), "Library");
+        assert_eq!(service_type("tasks"), "Tasks");
+        assert_eq!(service_type("shop-2"), "Shop2");
+        assert_eq!(service_type("order-desk"), "OrderDesk");
+        assert_eq!(service_type("a"), "A");
+        // A name the starter's src/lib.rs uses, a prelude type, a keyword.
+        assert_eq!(service_type("query"), "QueryService");
+        assert_eq!(service_type("task-status"), "TaskStatusService");
+        assert_eq!(service_type("result"), "ResultService");
+        assert_eq!(service_type("self"), "SelfService");
     }
 
     #[test]

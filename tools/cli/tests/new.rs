@@ -146,16 +146,16 @@ fn from_a_checkout_the_framework_is_the_checkout() {
     assert_eq!(code, 0, "{out}{err}");
     let root = Path::new(ROOT).canonicalize().unwrap();
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-    let caller = root.join("shared/caller");
-    assert!(caller.join("Cargo.toml").is_file());
+    let facade = root.join("facade");
+    assert!(facade.join("Cargo.toml").is_file());
     assert!(
         manifest.contains(&format!(
-            "cqrs-caller = {{ path = \"{}\" }}",
-            caller.display()
+            "cqrs-dynamo = {{ path = \"{}\" }}",
+            facade.display()
         )),
         "{manifest}"
     );
-    assert!(!manifest.contains("cqrs-caller = \""), "{manifest}");
+    assert!(!manifest.contains("cqrs-dynamo = \""), "{manifest}");
     assert!(err.contains(&format!("path:{}", root.display())), "{err}");
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     let install = format!("cargo install --path {}/tools/cli", root.display());
@@ -208,7 +208,11 @@ fn version_fails_clearly_until_the_crates_are_published() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("not checked"), "{err}");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-    assert!(manifest.contains("cqrs-caller = \"0.1\""), "{manifest}");
+    assert!(manifest.contains("cqrs-dynamo = \"0.1\""), "{manifest}");
+    assert!(
+        manifest.contains("cqrs-dynamo = { version = \"0.1\", features = [\"testkit\"] }"),
+        "{manifest}"
+    );
     let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 
@@ -228,8 +232,9 @@ fn a_folder_that_is_not_empty_is_left_alone() {
 }
 
 /// `cqrs model rust` prints `cqrs_model::rust::render` of the model file, and the library's
-/// committed `src/model.rs` is what it prints for the library's model (its generated service's
-/// tests/model.rs checks the same, in CI's generated-service run).
+/// committed `src/model.rs` is what it prints for the library's model with the facade's path
+/// (`--crate cqrs_dynamo::item`; its generated service's tests/model.rs checks the same, in CI's
+/// generated-service run).
 #[test]
 fn cqrs_model_rust_prints_the_typed_entities_and_the_librarys_are_current() {
     let library = format!("{ROOT}/tests/library");
@@ -241,13 +246,125 @@ fn cqrs_model_rust_prints_the_typed_entities_and_the_librarys_are_current() {
     .unwrap();
     assert_eq!(out, cqrs_model::rust::render(&model));
     assert!(out.contains("pub struct Loan {"), "{out}");
+    let (code, out, err) = cqrs(&[
+        "model",
+        "rust",
+        "--file",
+        &format!("{library}/model.toml"),
+        "--crate",
+        "cqrs_dynamo::item",
+    ]);
+    assert_eq!(code, 0, "{err}");
     let committed = std::fs::read_to_string(format!("{library}/src/model.rs")).unwrap();
     assert!(
         out == committed,
-        "tests/library/src/model.rs: run `cqrs model rust --file tests/library/model.toml > tests/library/src/model.rs`"
+        "tests/library/src/model.rs: run `cqrs model rust --crate cqrs_dynamo::item --file tests/library/model.toml > tests/library/src/model.rs`"
     );
     // A model that does not check is exit 1, naming the file.
     let (code, _, err) = cqrs(&["model", "rust", "--file", &format!("{ROOT}/Cargo.toml")]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("Cargo.toml"), "{err}");
+}
+
+/// A new service depends on the framework's facade alone (its tests on the facade's testkit),
+/// with serde, serde_json and futures beside it (no lambda_http, lambda_runtime, tokio or tracing
+/// of its own: the facade's); its code names no other framework crate and has no
+/// `#[tokio::main]`: each binary is one call of `cqrs_dynamo::run`, and `src/lib.rs` implements
+/// `cqrs_dynamo::Service`.
+#[test]
+fn a_new_service_depends_on_the_facade_alone() {
+    let snapshot = Path::new(SNAPSHOT);
+    let manifest: toml::Table = std::fs::read_to_string(snapshot.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let names = |table: &str| -> Vec<String> {
+        manifest[table]
+            .as_table()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        names("dependencies"),
+        ["cqrs-dynamo", "serde", "serde_json"],
+        "a new service's [dependencies]"
+    );
+    assert_eq!(
+        names("dev-dependencies"),
+        ["cqrs-dynamo", "futures"],
+        "a new service's [dev-dependencies]"
+    );
+    assert_eq!(
+        manifest["dev-dependencies"]["cqrs-dynamo"]["features"],
+        toml::Value::Array(vec!["testkit".into()])
+    );
+    assert_eq!(
+        manifest["dependencies"]["cqrs-dynamo"]["path"].as_str(),
+        Some("../cqrs-dynamo/facade")
+    );
+    let lib = std::fs::read_to_string(snapshot.join("src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("impl cqrs_dynamo::Service for Library {\n"),
+        "{lib}"
+    );
+    for path in files(snapshot) {
+        let text = std::fs::read_to_string(snapshot.join(&path)).unwrap();
+        let is_rust = path.extension().is_some_and(|e| e == "rs");
+        if !is_rust {
+            continue;
+        }
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
+            let krate = word.split("::").next().unwrap_or_default();
+            assert!(
+                !krate.starts_with("cqrs_") || krate == "cqrs_dynamo",
+                "{} names {word}: a new service's code reaches the framework through cqrs_dynamo",
+                path.display()
+            );
+        }
+        assert!(!text.contains("#[tokio::main]"), "{}", path.display());
+        if path.starts_with("src/bin") {
+            let calls = text.matches("cqrs_dynamo::run::").count();
+            assert_eq!(calls, 1, "{}: one call of cqrs_dynamo::run", path.display());
+        }
+    }
+}
+
+/// `cqrs model rust --crate PATH` renders the typed entities against PATH (the starter's
+/// src/model.rs is its output for `cqrs_dynamo::item`, and its header says so); the default
+/// stays `cqrs_item`, what services generated before the facade check their file against; a
+/// PATH that is not a Rust path is refused.
+#[test]
+fn cqrs_model_rust_takes_the_items_path() {
+    let model = format!("{SNAPSHOT}/model.toml");
+    let (code, out, err) = cqrs(&[
+        "model",
+        "rust",
+        "--file",
+        &model,
+        "--crate",
+        "cqrs_dynamo::item",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let committed = std::fs::read_to_string(format!("{SNAPSHOT}/src/model.rs")).unwrap();
+    assert!(out == committed, "--crate cqrs_dynamo::item:\n{out}");
+    assert!(
+        out.contains("run `cqrs model rust --crate cqrs_dynamo::item > src/model.rs`"),
+        "{out}"
+    );
+    assert!(!out.contains("cqrs_item"), "{out}");
+    let (code, default, err) = cqrs(&["model", "rust", "--file", &model]);
+    assert_eq!(code, 0, "{err}");
+    assert!(default.starts_with(cqrs_model::rust::HEADER), "{default}");
+    assert!(
+        default.contains("impl cqrs_item::TypedEntity for Task {"),
+        "{default}"
+    );
+    for bad in ["cqrs-dynamo::item", "cqrs_dynamo::", "a b"] {
+        let (code, out, err) = cqrs(&["model", "rust", "--file", &model, "--crate", bad]);
+        assert_ne!(code, 0, "--crate {bad}: {out}");
+        assert!(err.contains("--crate"), "{err}");
+        assert!(out.is_empty(), "{out}");
+    }
 }

@@ -6,7 +6,8 @@
 //! Ignored by plain `cargo test`, as it needs the stack:
 //! `make dev-up`, then `SERVICE_URL=http://127.0.0.1:9000 cargo test --test report -- --ignored`.
 
-use cqrs_testkit::api::Api;
+use cqrs_dynamo::testkit::Api;
+use cqrs_dynamo::tokio;
 use serde_json::json;
 
 #[tokio::test]

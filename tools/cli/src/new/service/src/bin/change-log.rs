@@ -3,7 +3,6 @@
 //! (`CQRS_CHANGE_LOG#<tenant>#<YYYY-MM>`), so that what changed in a tenant in a month, in order,
 //! is one `GET /items` of that partition. Nothing of the service's goes here.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    cqrs_consumer::change_log::run({{crate}}::MODEL).await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::change_log::<{{crate}}::{{service}}>()
 }

@@ -1,7 +1,6 @@
 //! The `command-handler` Lambda function: the framework's command handler serving this service's
-//! model, with this service's rules on its commands ({{crate}}::hooks).
+//! model, with this service's rules on its commands (`{{crate}}::{{service}}`'s hooks).
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    cqrs_command_handler::run_with_hooks({{crate}}::MODEL, {{crate}}::hooks()).await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::command_handler::<{{crate}}::{{service}}>()
 }

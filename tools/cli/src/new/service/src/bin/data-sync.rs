@@ -1,8 +1,7 @@
 //! The `data-sync` Lambda function: projects the command table's stream into the data and history
-//! tables. This service's own sync targets (a search index, a SQL read model) are added in the
-//! closure: `sync.with_target(MyTarget { .. })`.
+//! tables. Nothing of the service's goes here: it reacts to a change in a consumer of its change
+//! events (src/bin/task-audit.rs), with a queue of its own.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    cqrs_data_sync::run(|_store, sync| sync).await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::data_sync::<{{crate}}::{{service}}>()
 }

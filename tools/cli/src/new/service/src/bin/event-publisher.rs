@@ -4,7 +4,6 @@
 //! `[consumers]` each read it from a FIFO queue of their own. Nothing of the service's goes here:
 //! a team reacts to a change in a consumer (src/bin/task-audit.rs).
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    cqrs_event_publisher::run({{crate}}::MODEL).await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::event_publisher::<{{crate}}::{{service}}>()
 }

@@ -1,7 +1,6 @@
 //! The `query-handler` Lambda function: the framework's query handler serving this service's model
 //! (items, history, and the model's access patterns).
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    cqrs_query_handler::run({{crate}}::MODEL).await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::query_handler::<{{crate}}::{{service}}>()
 }

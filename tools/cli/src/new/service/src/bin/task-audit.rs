@@ -7,15 +7,14 @@
 //! its reason, and `cqrs redrive` feeds it back); `ConsumerError::poison(..)` to park it now.
 //! A slow or failing consumer delays neither another consumer nor the service's writes.
 
-use cqrs_consumer::{ConsumerError, Delivered, from_fn};
+use cqrs_dynamo::consumer::{ConsumerError, Delivered, from_fn};
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+fn main() -> Result<(), cqrs_dynamo::Error> {
     let consumer = from_fn("task-audit", |delivered: Delivered| async move {
         // The event (CloudEvents 1.0): its type (task.created, task.updated, task.deleted), the
         // item (subject), its version and tenant; `delivered.item` is the task at that version.
         let event = &delivered.event;
-        tracing::info!(
+        cqrs_dynamo::tracing::info!(
             event_type = %event.event_type,
             subject = %event.subject,
             version = event.itemversion,
@@ -24,5 +23,5 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         );
         Ok::<(), ConsumerError>(())
     });
-    cqrs_consumer::run({{crate}}::MODEL, consumer).await
+    cqrs_dynamo::run::consumer::<{{crate}}::{{service}}>(consumer)
 }

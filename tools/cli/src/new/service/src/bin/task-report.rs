@@ -2,10 +2,8 @@
 //! (`[routes.task-report]`: its operations' methods, paths, query and what it reads), each operation
 //! served by its id ([`{{crate}}::task_report`]).
 
-#[tokio::main]
-async fn main() -> Result<(), cqrs_routes::Error> {
-    cqrs_routes::Routes::new({{crate}}::MODEL, "task-report")?
-        .on("taskReport", {{crate}}::task_report)?
-        .run()
-        .await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::routes::<{{crate}}::{{service}}>("task-report", |routes| {
+        routes.on("taskReport", {{crate}}::task_report)
+    })
 }

@@ -1,32 +1,38 @@
-//! library's own code: its rules on its commands (command hooks), its sync targets and its own
-//! routes' handlers. The binaries in `src/bin/` hand them to the framework; the tests in `tests/`
-//! run them against DynamoDB Local.
+//! library's own code: what it tells the framework about itself ([`Library`]: its model, its
+//! relational read model's migrations, its rules on its commands) and its own route's handler. The
+//! binaries in `src/bin/` hand them to the framework, one call each; the tests in `tests/` check
+//! them.
 
-use cqrs_command_handler::hooks::{HookCommand, Hooks};
-use cqrs_problem::ApiError;
-use cqrs_routes::sql::{Sql, failed};
-use cqrs_routes::{Json, Problem, Query, Tenant};
+use cqrs_dynamo::ApiError;
+use cqrs_dynamo::hooks::{HookCommand, Hooks};
+use cqrs_dynamo::routes::{Json, Problem, Query, Sql, Tenant, failed};
 
 pub mod model;
 
 pub use model::TaskStatus;
 
-/// The service's model (`model.toml`), compiled in.
-pub const MODEL: &str = include_str!("../model.toml");
+/// The service as the framework runs it: each of its binaries (`src/bin/`) is one call of
+/// `cqrs_dynamo::run::<function>::<Library>`.
+pub struct Library;
 
-/// The migrations of the relational read model (`migrations/`, written by `cqrs model sql
-/// --migrations migrations` after a model change), in order: add each new file here too; the model
-/// test fails until the two agree.
-pub const MIGRATIONS: &[(u32, &str, &str)] = &[(
-    1,
-    "V1__model.sql",
-    include_str!("../migrations/V1__model.sql"),
-)];
+impl cqrs_dynamo::Service for Library {
+    /// The service's model (`model.toml`), compiled in.
+    const MODEL: &'static str = include_str!("../model.toml");
 
-/// The service's command hooks, by entity (one hook per entity: a closure, an `async fn` with
-/// `Hooks::on_async`, or a type implementing `CommandHook` with `Hooks::on`).
-pub fn hooks() -> Hooks {
-    Hooks::new().on_fn("task", task_rules)
+    /// The migrations of the relational read model (`migrations/`, written by `cqrs model sql
+    /// --migrations migrations` after a model change), in order: add each new file here too; the
+    /// model test fails until the two agree.
+    const MIGRATIONS: &'static [cqrs_dynamo::Migration] = &[(
+        1,
+        "V1__model.sql",
+        include_str!("../migrations/V1__model.sql"),
+    )];
+
+    /// The service's command hooks, by entity (one hook per entity: a closure, an `async fn` with
+    /// `Hooks::on_async`, or a type implementing `CommandHook` with `Hooks::on`).
+    fn hooks() -> Hooks {
+        Hooks::new().on_fn("task", task_rules)
+    }
 }
 
 /// A task that is done stays done: a command that would open it again is refused (422), and nothing

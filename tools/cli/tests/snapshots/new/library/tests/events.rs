@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cqrs_testkit::api::Api;
+use cqrs_dynamo::testkit::Api;
+use cqrs_dynamo::tokio;
 use serde_json::{Value, json};
 
 /// The service's folder (where `cqrs dev` runs).

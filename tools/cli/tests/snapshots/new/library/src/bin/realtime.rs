@@ -3,7 +3,6 @@
 //! namespace, where browsers subscribed to their tenant or to an item receive it. Nothing of the
 //! service's goes here: who may subscribe is the model's read rules.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    cqrs_realtime::run(library::MODEL).await
+fn main() -> Result<(), cqrs_dynamo::Error> {
+    cqrs_dynamo::run::realtime::<library::Library>()
 }
