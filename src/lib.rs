@@ -38,6 +38,7 @@ static SHOP: LazyLock<Result<Model, ModelErrors>> = LazyLock::new(|| Model::pars
 /// An order's statuses, as the model's `order.status` enum names them.
 pub const ORDER_STATUSES: [&str; 5] = ["PENDING", "PAID", "SHIPPED", "DELIVERED", "CANCELLED"];
 
+// ANCHOR: order_summary
 /// `GET /orders/summary` (operation `orderSummary` of the route function `order-summary`,
 /// `src/bin/order-summary.rs`, declared in `model.toml`): the caller's tenant's orders counted by
 /// status, and the sum of their `totalCents`, `{"orders": 3, "byStatus": {"PAID": 2, ...},
@@ -108,3 +109,4 @@ pub async fn order_summary(
         "withoutTotal": without_total,
     })))
 }
+// ANCHOR_END: order_summary
